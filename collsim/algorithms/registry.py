@@ -1,0 +1,116 @@
+"""The algorithm registry: every algorithm under a stable name, with what it serves
+(collective, rank counts) and its closed-form alpha-beta-gamma cost."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from collsim.collectives import COLLECTIVES
+from collsim.errors import InputError
+from collsim.program import Job, ProgramFactory
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Inputs of a closed form: ranks, size in bytes (DESIGN.md's convention), the uniform
+    per-message latency alpha (s), per-byte time beta (s/B), per-byte reduction gamma (s/B)."""
+
+    p: int
+    n: float
+    alpha: float
+    beta: float
+    gamma: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def log_p(self) -> int:
+        """ceil(log2 p): the number of rounds of a binomial tree."""
+        return lg(self.p)
+
+
+def lg(p: int) -> int:
+    """ceil(log2 p), 0 for p = 1."""
+    return max(0, math.ceil(math.log2(p))) if p > 1 else 0
+
+
+def any_ranks(p: int) -> str | None:
+    """Accepts every rank count."""
+    return None
+
+
+def power_of_two(p: int) -> str | None:
+    """Accepts powers of two only."""
+    return None if p & (p - 1) == 0 else "needs a power-of-two number of ranks"
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm for one collective.
+
+    ``exact`` says for which rank counts the simulated time on ``switch`` equals ``cost``:
+    "any", "pow2" (the closed form holds only there), or "contention" (the closed form is the
+    textbook's and ignores port sharing, so it is a lower bound, not the simulated time).
+    """
+
+    collective: str
+    name: str
+    program: ProgramFactory
+    formula: str
+    cost: Callable[[Cost], float] | None
+    source: str
+    summary: str = ""
+    exact: str = "any"
+    accepts: Callable[[int], str | None] = any_ranks
+    ranks_text: str = "any"
+    scratch: Callable[[Job], int] = lambda job: 0
+    params: tuple[str, ...] = ()
+
+    def check_ranks(self, p: int) -> None:
+        """Raise InputError when this algorithm cannot serve ``p`` ranks."""
+        reason = self.accepts(p) if p >= 1 else "needs at least one rank"
+        if reason:
+            raise InputError(f"{self.collective} algorithm '{self.name}' cannot run on {p} "
+                             f"ranks: it {reason}", key="ranks")
+
+
+REGISTRY: dict[tuple[str, str], Algorithm] = {}
+
+
+def register(collective: str, name: str, **fields: Any) -> Callable[[ProgramFactory],
+                                                                    ProgramFactory]:
+    """Decorator: register the per-rank program it decorates as ``collective``/``name``."""
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}")
+
+    def decorate(program: ProgramFactory) -> ProgramFactory:
+        if (collective, name) in REGISTRY:
+            raise ValueError(f"{collective}/{name} registered twice")
+        REGISTRY[collective, name] = Algorithm(collective, name, program, **fields)
+        return program
+
+    return decorate
+
+
+def get_algorithm(collective: str, name: str) -> Algorithm:
+    """The registered algorithm, or an InputError that lists what exists."""
+    import collsim.algorithms  # noqa: F401  (registers every algorithm module)
+
+    if collective not in COLLECTIVES:
+        raise InputError(f"unknown collective {collective!r}; choose one of "
+                         f"{', '.join(COLLECTIVES)}", key="collective")
+    algorithm = REGISTRY.get((collective, name))
+    if algorithm is None:
+        names = ", ".join(a.name for a in algorithms_for(collective)) or "none yet"
+        raise InputError(f"no {collective} algorithm named {name!r}; choose one of {names}",
+                         key="algorithm")
+    return algorithm
+
+
+def algorithms_for(collective: str) -> list[Algorithm]:
+    """Every algorithm registered for ``collective``, in registration order."""
+    import collsim.algorithms  # noqa: F401
+
+    return [a for (c, _), a in REGISTRY.items() if c == collective]

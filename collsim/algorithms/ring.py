@@ -1,0 +1,48 @@
+"""Ring algorithms: bandwidth-optimal, p-1 steps per phase, each rank talks to its neighbours."""
+
+from __future__ import annotations
+
+from collsim.algorithms.registry import Cost, register
+from collsim.program import Job, Program, Recv, Send, block
+
+
+def ring_reducescatter_steps(rank: int, job: Job, tag0: int = 0) -> Program:
+    """p-1 steps after which rank r holds the fully reduced block (r+1) mod p of ``buf``."""
+    p, n = job.nranks, job.count
+    right, left = (rank + 1) % p, (rank - 1) % p
+    for step in range(p - 1):
+        out_off, out_len = block(n, p, (rank - step) % p)
+        in_off, in_len = block(n, p, (rank - step - 1) % p)
+        yield (Send(right, tag0 + step, out_off, out_len),
+               Recv(left, tag0 + step, in_off, in_len, reduce=True))
+
+
+def ring_allgather_steps(rank: int, job: Job, tag0: int = 0, first: int | None = None
+                         ) -> Program:
+    """p-1 steps that circulate blocks; rank r starts owning block ``first`` (default r)."""
+    p, n = job.nranks, job.count
+    own = rank if first is None else first
+    right, left = (rank + 1) % p, (rank - 1) % p
+    for step in range(p - 1):
+        out_off, out_len = block(n, p, (own - step) % p)
+        in_off, in_len = block(n, p, (own - step - 1) % p)
+        yield (Send(right, tag0 + step, out_off, out_len),
+               Recv(left, tag0 + step, in_off, in_len))
+
+
+def _ring_allreduce_cost(c: Cost) -> float:
+    return 2 * (c.p - 1) * c.alpha + 2 * (c.p - 1) / c.p * c.n * c.beta \
+        + (c.p - 1) / c.p * c.n * c.gamma
+
+
+@register(
+    "allreduce", "ring",
+    formula="2(p-1)·α + 2(p-1)/p·n·β + (p-1)/p·n·γ",
+    cost=_ring_allreduce_cost,
+    source="Patarasuk & Yuan 2009; Thakur, Rabenseifner & Gropp 2005",
+    summary="ring reduce-scatter, then ring allgather; chunks of n/p",
+)
+def ring_allreduce(rank: int, job: Job) -> Program:
+    """Reduce-scatter leaves block (r+1) mod p reduced at rank r; allgather spreads the blocks."""
+    yield from ring_reducescatter_steps(rank, job)
+    yield from ring_allgather_steps(rank, job, tag0=job.nranks, first=(rank + 1) % job.nranks)

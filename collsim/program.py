@@ -1,0 +1,111 @@
+"""The per-rank program model: what an algorithm is written in, and both interpreters run.
+
+A program is a generator that yields *steps*. A step is one operation or a tuple of
+operations posted together; the rank resumes when all of them have completed. Buffers are
+named ("buf", "in", "out", "tmp") and regions are counted in elements, so chunk
+boundaries always fall on element boundaries.
+
+Sends are eager: a send's bytes start moving when it is posted and it completes when they
+have arrived; a receive completes when the matching message (same source, destination and
+tag, in posting order) has arrived and, for ``reduce=True``, has been combined into the
+local buffer with the collective's operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send ``count`` elements of ``buf`` starting at ``offset`` to rank ``peer``."""
+
+    peer: int
+    tag: int
+    offset: int
+    count: int
+    buf: str = "buf"
+
+
+@dataclass(frozen=True, slots=True)
+class Recv:
+    """Receive ``count`` elements from ``peer`` into ``buf[offset:]``; combine them if ``reduce``."""
+
+    peer: int
+    tag: int
+    offset: int
+    count: int
+    buf: str = "buf"
+    reduce: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce:
+    """Local ``dst[dst_offset:] = op(dst, src[src_offset:])`` over ``count`` elements (costs gamma)."""
+
+    dst_buf: str
+    dst_offset: int
+    src_buf: str
+    src_offset: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """Local ``dst[dst_offset:] = src[src_offset:]`` over ``count`` elements (free)."""
+
+    dst_buf: str
+    dst_offset: int
+    src_buf: str
+    src_offset: int
+    count: int
+
+
+Op = Union[Send, Recv, Reduce, Copy]
+Step = Union[Op, tuple[Op, ...], list[Op]]
+Program = Iterator[Step]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One collective call as every rank's program sees it.
+
+    ``count`` is the size in elements with DESIGN.md's convention (the per-rank buffer for
+    broadcast, reduce, allreduce, alltoall, scan; the full gathered buffer for gather,
+    allgather, scatter, reducescatter). ``params`` carries algorithm parameters such as
+    ``chunk_size`` (bytes) already validated.
+    """
+
+    collective: str
+    nranks: int
+    count: int
+    itemsize: int = 4
+    root: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def chunk_elements(self, default_bytes: int = 512 * 1024) -> int:
+        """The pipelining chunk in elements (at least one), from the ``chunk_size`` parameter."""
+        chunk_bytes = int(self.params.get("chunk_size", default_bytes))
+        return max(1, chunk_bytes // self.itemsize)
+
+
+ProgramFactory = Callable[[int, Job], Program]
+
+
+def block(count: int, parts: int, index: int) -> tuple[int, int]:
+    """(offset, length) of block ``index`` when ``count`` elements are cut into ``parts`` blocks.
+
+    Blocks differ by at most one element; the first ``count % parts`` blocks are the longer.
+    """
+    base, extra = divmod(count, parts)
+    offset = index * base + min(index, extra)
+    return offset, base + (1 if index < extra else 0)
+
+
+def span(count: int, parts: int, first: int, number: int) -> tuple[int, int]:
+    """(offset, length) of ``number`` consecutive blocks starting at block ``first``."""
+    start, _ = block(count, parts, first)
+    end = block(count, parts, first + number - 1)
+    return start, end[0] + end[1] - start

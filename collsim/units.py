@@ -1,0 +1,93 @@
+"""Text to numbers for sizes (bytes), bandwidths (bytes/s) and times (seconds).
+
+Sizes: B, KB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB (powers of 1024).
+Bandwidths: B/s, KB/s, MB/s, GB/s, TB/s, and bit rates bps, Kbps, Mbps, Gbps, Tbps.
+Times: ns, us, ms, s. Plain numbers mean bytes, bytes/s and seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+SIZE_UNITS = {
+    "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
+}
+BANDWIDTH_UNITS = {
+    "B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,
+    "bps": 1 / 8, "Kbps": 1e3 / 8, "Mbps": 1e6 / 8, "Gbps": 1e9 / 8, "Tbps": 1e12 / 8,
+}
+TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+_NUMBER_UNIT = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z/]*)\s*$")
+
+
+class UnitError(ValueError):
+    """A quantity that does not parse; the message says what was expected."""
+
+
+def _split(text: object, what: str, units: dict[str, float]) -> tuple[float, str]:
+    if isinstance(text, bool) or not isinstance(text, (int, float, str)):
+        raise UnitError(f"expected a {what} such as {_example(units)}, got {text!r}")
+    if isinstance(text, (int, float)):
+        value, unit = float(text), ""
+    else:
+        match = _NUMBER_UNIT.match(text)
+        if not match:
+            raise UnitError(f"expected a {what} such as {_example(units)}, got {text!r}")
+        value, unit = float(match.group(1)), match.group(2)
+    if unit and unit not in units:
+        raise UnitError(
+            f"unknown unit {unit!r} in {text!r}: a {what} takes {', '.join(units)}"
+        )
+    if not math.isfinite(value):
+        raise UnitError(f"expected a finite {what}, got {text!r}")
+    if value < 0:
+        raise UnitError(f"a {what} cannot be negative, got {text!r}")
+    return value, unit
+
+
+def _example(units: dict[str, float]) -> str:
+    return {id(SIZE_UNITS): "'4MiB' or '1GB'", id(BANDWIDTH_UNITS): "'100GB/s' or '400Gbps'",
+            id(TIME_UNITS): "'1.5us' or '2ms'"}[id(units)]
+
+
+def parse_size(text: object) -> int:
+    """Bytes from '4MiB', '1GB', '512' or an integer; a whole number of bytes, not negative."""
+    value, unit = _split(text, "size", SIZE_UNITS)
+    nbytes = value * SIZE_UNITS[unit or "B"]
+    if abs(nbytes - round(nbytes)) > 1e-6 * max(1.0, nbytes):
+        raise UnitError(f"a size must be a whole number of bytes, got {text!r}")
+    return int(round(nbytes))
+
+
+def parse_bandwidth(text: object) -> float:
+    """Bytes per second from '900GB/s', '400Gbps' (= 50 GB/s) or a number; must be positive."""
+    value, unit = _split(text, "bandwidth", BANDWIDTH_UNITS)
+    if value == 0:
+        raise UnitError(f"a bandwidth must be positive, got {text!r}")
+    return value * BANDWIDTH_UNITS[unit or "B/s"]
+
+
+def parse_time(text: object) -> float:
+    """Seconds from '1.5us', '2ms', '0' or a number; not negative."""
+    value, unit = _split(text, "time", TIME_UNITS)
+    return value * TIME_UNITS[unit or "s"]
+
+
+def format_size(nbytes: float) -> str:
+    """Short binary size for labels and tables: 1K, 4M, 1G (exact powers) or 1.5 MiB."""
+    for unit, factor in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if nbytes >= factor:
+            value = nbytes / factor
+            return f"{value:g}{unit}" if value == int(value) else f"{value:.3g}{unit}"
+    return f"{int(nbytes)}B" if nbytes == int(nbytes) else f"{nbytes:g}B"
+
+
+def format_time(seconds: float) -> str:
+    """Seconds in the unit that reads best: 12.3 us, 4.56 ms."""
+    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= factor:
+            return f"{seconds / factor:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
