@@ -75,7 +75,9 @@ class Job:
     ``count`` is the size in elements with DESIGN.md's convention (the per-rank buffer for
     broadcast, reduce, allreduce, alltoall, scan; the full gathered buffer for gather,
     allgather, scatter, reducescatter). ``params`` carries algorithm parameters such as
-    ``chunk_size`` (bytes) already validated.
+    ``chunk_size`` (bytes) already validated. ``ring`` is the topology-aware ring order of
+    the ranks and ``nodes`` the node index of each rank, both set by the simulator from the
+    topology and placement (empty means 0..p-1 and one node).
     """
 
     collective: str
@@ -84,6 +86,16 @@ class Job:
     itemsize: int = 4
     root: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    ring: tuple[int, ...] = ()
+    nodes: tuple[int, ...] = ()
+
+    def ring_order(self) -> tuple[int, ...]:
+        """The ranks in ring order: topology-aware when the simulator set it, else 0..p-1."""
+        return self.ring or tuple(range(self.nranks))
+
+    def node_of(self, rank: int) -> int:
+        """The node (server) that ``rank`` runs on; 0 for every rank when unknown."""
+        return self.nodes[rank] if self.nodes else 0
 
     def chunk_elements(self, default_bytes: int = 512 * 1024) -> int:
         """The pipelining chunk in elements (at least one), from the ``chunk_size`` parameter."""

@@ -1,4 +1,8 @@
-"""Ring algorithms: bandwidth-optimal, p-1 steps per phase, each rank talks to its neighbours."""
+"""Ring algorithms: bandwidth-optimal, p-1 steps per phase, each rank talks to its neighbours.
+
+Ranks follow ``job.ring_order()`` (topology-aware when the simulator knows the machine);
+block b of the buffer always belongs to rank b, whatever its place on the ring.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +11,27 @@ from collsim.program import Job, Program, Recv, Send, block
 
 
 def ring_reducescatter_steps(rank: int, job: Job, tag0: int = 0) -> Program:
-    """p-1 steps after which rank r holds the fully reduced block (r+1) mod p of ``buf``."""
+    """p-1 steps after which rank r holds block r of ``buf`` combined over every rank."""
     p, n = job.nranks, job.count
-    right, left = (rank + 1) % p, (rank - 1) % p
+    ring = job.ring_order()
+    pos = ring.index(rank) if job.ring else rank
+    right, left = ring[(pos + 1) % p], ring[(pos - 1) % p]
     for step in range(p - 1):
-        out_off, out_len = block(n, p, (rank - step) % p)
-        in_off, in_len = block(n, p, (rank - step - 1) % p)
+        out_off, out_len = block(n, p, ring[(pos - step - 1) % p])
+        in_off, in_len = block(n, p, ring[(pos - step - 2) % p])
         yield (Send(right, tag0 + step, out_off, out_len),
                Recv(left, tag0 + step, in_off, in_len, reduce=True))
 
 
-def ring_allgather_steps(rank: int, job: Job, tag0: int = 0, first: int | None = None
-                         ) -> Program:
-    """p-1 steps that circulate blocks; rank r starts owning block ``first`` (default r)."""
+def ring_allgather_steps(rank: int, job: Job, tag0: int = 0) -> Program:
+    """p-1 steps that pass blocks around the ring until every rank holds every block."""
     p, n = job.nranks, job.count
-    own = rank if first is None else first
-    right, left = (rank + 1) % p, (rank - 1) % p
+    ring = job.ring_order()
+    pos = ring.index(rank) if job.ring else rank
+    right, left = ring[(pos + 1) % p], ring[(pos - 1) % p]
     for step in range(p - 1):
-        out_off, out_len = block(n, p, (own - step) % p)
-        in_off, in_len = block(n, p, (own - step - 1) % p)
+        out_off, out_len = block(n, p, ring[(pos - step) % p])
+        in_off, in_len = block(n, p, ring[(pos - step - 1) % p])
         yield (Send(right, tag0 + step, out_off, out_len),
                Recv(left, tag0 + step, in_off, in_len))
 
@@ -43,6 +49,6 @@ def _ring_allreduce_cost(c: Cost) -> float:
     summary="ring reduce-scatter, then ring allgather; chunks of n/p",
 )
 def ring_allreduce(rank: int, job: Job) -> Program:
-    """Reduce-scatter leaves block (r+1) mod p reduced at rank r; allgather spreads the blocks."""
+    """Reduce-scatter leaves block r combined at rank r; allgather spreads the blocks."""
     yield from ring_reducescatter_steps(rank, job)
-    yield from ring_allgather_steps(rank, job, tag0=job.nranks, first=(rank + 1) % job.nranks)
+    yield from ring_allgather_steps(rank, job, tag0=job.nranks)
