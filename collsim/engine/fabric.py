@@ -1,0 +1,239 @@
+"""The flow-level fabric: transfers over routes of directed links, sharing bandwidth max-min fairly.
+
+A transfer pays its route's latency once: its bytes leave at the rate the fabric grants it,
+and it is delivered ``latency`` after its last byte has left. While bytes are moving, every
+directed link it crosses is shared max-min fairly with the other transfers moving bytes
+over it. Alone on its route a transfer therefore takes exactly
+``sum(latency) + bytes / min(bandwidth)``.
+
+Rates are recomputed only for the transfers connected (through shared links) to one that
+started or stopped moving, and all changes at one instant are settled together. SimPy
+cannot cancel a scheduled event, so each transfer keeps a reference to its one valid event
+and a superseded event is ignored when it fires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import simpy
+from simpy.core import NORMAL
+
+from collsim.hardware.topology import Topology
+
+
+class Channel:
+    """The engine's view of one directed link: its bandwidth and the transfers on it."""
+
+    __slots__ = ("bandwidth", "flows")
+
+    def __init__(self, bandwidth: float) -> None:
+        self.bandwidth = bandwidth
+        self.flows: dict[Flow, None] = {}  # an insertion-ordered set, for determinism
+
+
+class Flow:
+    """One transfer's bytes in motion: a route, a rate, and when its last byte leaves."""
+
+    __slots__ = ("channels", "size", "latency", "on_done", "rate", "drain_at", "event",
+                 "shared", "attached")
+
+    def __init__(self, channels: tuple[Channel, ...], size: float, latency: float,
+                 on_done: Callable[[], None]) -> None:
+        self.channels = channels
+        self.size = size
+        self.latency = latency
+        self.on_done = on_done
+        self.rate = 0.0
+        self.drain_at = -1.0   # set when a rate is first granted
+        self.event: simpy.Event | None = None
+        self.shared = False    # True while another moving transfer shares a link with it
+        self.attached = True   # still counted on its links
+
+
+class Fabric:
+    """Moves bytes between GPUs of a topology on a SimPy environment."""
+
+    def __init__(self, env: simpy.Environment, topology: Topology) -> None:
+        self.env = env
+        self.topology = topology
+        self.channels = [Channel(link.bandwidth) for link in topology.links]
+        self._latency = [link.latency for link in topology.links]
+        self._routes: dict[tuple[int, int], tuple[tuple[Channel, ...], float, float]] = {}
+        self._started: list[Flow] = []
+        self._freed: list[Channel] = []
+        self._settle_pending = False
+        self.transfers = 0
+        self.bytes_moved = 0.0
+        self.rate_updates = 0
+
+    def route(self, src: int, dst: int) -> tuple[tuple[Channel, ...], float, float]:
+        """(channels, total latency, bottleneck bandwidth) from GPU ``src`` to GPU ``dst``."""
+        key = (src, dst)
+        cached = self._routes.get(key)
+        if cached is None:
+            hops = self.topology.route(src, dst)
+            channels = tuple(self.channels[i] for i in hops)
+            cached = (channels, sum(self._latency[i] for i in hops),
+                      min((c.bandwidth for c in channels), default=float("inf")))
+            self._routes[key] = cached
+        return cached
+
+    def transfer(self, src: int, dst: int, size: float, on_done: Callable[[], None]) -> None:
+        """Move ``size`` bytes from GPU ``src`` to GPU ``dst``; call ``on_done`` on delivery."""
+        channels, latency, _ = self.route(src, dst)
+        self.transfers += 1
+        self.bytes_moved += size
+        if size <= 0 or not channels:
+            self._call_at(latency, on_done)
+            return
+        flow = Flow(channels, size, latency, on_done)
+        for channel in channels:
+            channel.flows[flow] = None
+        self._started.append(flow)
+        self._request_settle()
+
+    # -- scheduling -------------------------------------------------------------------------
+
+    def _call_at(self, delay: float, callback: Callable[[], None]) -> None:
+        if delay <= 0:
+            callback()
+            return
+        event = simpy.Event(self.env)
+        event._ok = True
+        event._value = None
+        event.callbacks.append(lambda _: callback())
+        self.env.schedule(event, NORMAL, delay)
+
+    def _request_settle(self) -> None:
+        if not self._settle_pending:
+            self._settle_pending = True
+            event = simpy.Event(self.env)
+            event._ok = True
+            event._value = None
+            event.callbacks.append(self._settle)
+            self.env.schedule(event, NORMAL, 0)
+
+    def _schedule_flow(self, flow: Flow, now: float) -> None:
+        """Schedule ``flow``'s one valid event: when its last byte leaves if it shares a link
+        (others speed up then), or directly its delivery if it is alone."""
+        when = flow.drain_at if flow.shared else flow.drain_at + flow.latency
+        event = simpy.Event(self.env)
+        event._ok = True
+        event._value = flow
+        event.callbacks.append(self._flow_event)
+        flow.event = event
+        self.env.schedule(event, NORMAL, when - now)
+
+    def _flow_event(self, event: simpy.Event) -> None:
+        flow: Flow = event._value
+        if flow.event is not event:
+            return  # superseded by a later rate change
+        flow.event = None
+        if flow.attached:
+            self._detach(flow)
+        if flow.shared:
+            self._call_at(flow.latency, flow.on_done)
+        else:
+            flow.on_done()
+
+    def _detach(self, flow: Flow) -> None:
+        """Stop counting ``flow`` on its links; the others there may now go faster."""
+        flow.attached = False
+        for channel in flow.channels:
+            del channel.flows[flow]
+            if channel.flows:
+                self._freed.append(channel)
+        if self._freed:
+            self._request_settle()
+
+    # -- rates ------------------------------------------------------------------------------
+
+    def _settle(self, _event: simpy.Event) -> None:
+        """Grant rates to transfers that started, and to those next to ones that stopped."""
+        self._settle_pending = False
+        now = self.env.now
+        seeds = self._started
+        self._started = []
+        freed, self._freed = self._freed, []
+        for channel in freed:
+            seeds.extend(channel.flows)
+        done: set[int] = set()
+        for flow in seeds:
+            if id(flow) in done or not flow.attached:
+                continue
+            if flow.drain_at < 0 and all(len(c.flows) == 1 for c in flow.channels):
+                # The common case: a new transfer alone on every link of its route.
+                done.add(id(flow))
+                flow.rate = min(c.bandwidth for c in flow.channels)
+                flow.drain_at = now + flow.size / flow.rate
+                flow.shared = False
+                self._schedule_flow(flow, now)
+                continue
+            component = self._component(flow, now)
+            done.update(map(id, component))
+            if component:
+                self._share(component, now)
+
+    def _component(self, start: Flow, now: float) -> list[Flow]:
+        """The moving transfers connected to ``start`` through shared links.
+
+        Transfers whose last byte has already left are detached on the way: they no longer
+        take bandwidth, though their delivery is still pending.
+        """
+        component: dict[Flow, None] = {}
+        stack = [start]
+        seen_channels: set[int] = set()
+        while stack:
+            flow = stack.pop()
+            if flow in component or not flow.attached:
+                continue
+            if 0 <= flow.drain_at <= now:
+                flow.attached = False
+                for channel in flow.channels:
+                    del channel.flows[flow]
+                continue
+            component[flow] = None
+            for channel in flow.channels:
+                if id(channel) not in seen_channels:
+                    seen_channels.add(id(channel))
+                    stack.extend(channel.flows)
+        return list(component)
+
+    def _share(self, flows: list[Flow], now: float) -> None:
+        """Max-min fair rates for a connected set of transfers (progressive filling)."""
+        remaining = {}
+        for flow in flows:
+            remaining[flow] = flow.size if flow.drain_at < 0 else \
+                (flow.drain_at - now) * flow.rate
+        capacity: dict[Channel, float] = {}
+        users: dict[Channel, int] = {}
+        for flow in flows:
+            for channel in flow.channels:
+                if channel not in capacity:
+                    capacity[channel] = channel.bandwidth
+                    users[channel] = 0
+                users[channel] += 1
+        shared = len(flows) > 1
+        unfrozen = dict.fromkeys(flows)
+        rates: dict[Flow, float] = {}
+        while unfrozen:
+            bottleneck = min((c for c in users if users[c]),
+                             key=lambda c: capacity[c] / users[c])
+            share = capacity[bottleneck] / users[bottleneck]
+            for flow in bottleneck.flows:
+                if flow in unfrozen:
+                    del unfrozen[flow]
+                    rates[flow] = share
+                    for channel in flow.channels:
+                        capacity[channel] -= share
+                        users[channel] -= 1
+        for flow in flows:
+            rate = rates[flow]
+            if flow.drain_at >= 0 and rate == flow.rate and shared == flow.shared:
+                continue  # same rate, same kind of event: the scheduled one still holds
+            self.rate_updates += 1
+            flow.rate = rate
+            flow.drain_at = now + remaining[flow] / rate
+            flow.shared = shared
+            self._schedule_flow(flow, now)
