@@ -5,20 +5,23 @@ operations posted together; the rank resumes when all of them have completed. Bu
 named ("buf", "in", "out", "tmp") and regions are counted in elements, so chunk
 boundaries always fall on element boundaries.
 
-Sends are eager: a send's bytes start moving when it is posted and it completes when they
-have arrived; a receive completes when the matching message (same source, destination and
-tag, in posting order) has arrived and, for ``reduce=True``, has been combined into the
-local buffer with the collective's operator.
+Sends and receives meet (rendezvous): a message's bytes start moving once both the send and
+its matching receive (same source, destination and tag, in posting order) have been posted,
+as NCCL's receiver-side buffers and MPI's large-message protocol require. A send completes
+when its bytes have arrived; a receive completes then too, after combining the data into
+the local buffer with the collective's operator when ``reduce=True``. A program that sends
+in one step and receives in a later one, while its peer does the same, deadlocks: post the
+send and the receive in the same step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Send:
     """Send ``count`` elements of ``buf`` starting at ``offset`` to rank ``peer``."""
 
@@ -29,9 +32,9 @@ class Send:
     buf: str = "buf"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Recv:
-    """Receive ``count`` elements from ``peer`` into ``buf[offset:]``; combine them if ``reduce``."""
+    """Receive ``count`` elements from ``peer`` into ``buf[offset:]``; combine if ``reduce``."""
 
     peer: int
     tag: int
@@ -41,9 +44,9 @@ class Recv:
     reduce: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reduce:
-    """Local ``dst[dst_offset:] = op(dst, src[src_offset:])`` over ``count`` elements (costs gamma)."""
+    """Local ``dst[dst_offset:] = op(dst, src[src_offset:])`` over ``count`` elements (gamma)."""
 
     dst_buf: str
     dst_offset: int
@@ -52,7 +55,7 @@ class Reduce:
     count: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Copy:
     """Local ``dst[dst_offset:] = src[src_offset:]`` over ``count`` elements (free)."""
 
@@ -63,8 +66,8 @@ class Copy:
     count: int
 
 
-Op = Union[Send, Recv, Reduce, Copy]
-Step = Union[Op, tuple[Op, ...], list[Op]]
+Op = Send | Recv | Reduce | Copy
+Step = Op | tuple[Op, ...] | list[Op]
 Program = Iterator[Step]
 
 

@@ -44,7 +44,8 @@ def _describe(error: jsonschema.ValidationError, doc: Document) -> list[InputErr
         expected = " or ".join(expected) if isinstance(expected, list) else expected
         return [doc.error(path, f"expected {expected}, got {error.instance!r}")]
     if error.validator in ("minimum", "exclusiveMinimum", "maximum"):
-        return [doc.error(path, f"{error.instance!r} is out of range ({error.message.split(' is ', 1)[-1]})")]
+        bound = error.message.split(" is ", 1)[-1]
+        return [doc.error(path, f"{error.instance!r} is out of range ({bound})")]
     if error.validator in ("oneOf", "anyOf") and error.context:
         best = jsonschema.exceptions.best_match(error.context)
         return _describe(best, doc)

@@ -29,7 +29,7 @@ def run_transfers(topology: Topology, transfers: list[tuple[float, int, int, flo
 
     def starter(index, start, src, dst, size):
         yield env.timeout(start)
-        fabric.transfer(src, dst, size, lambda: done.__setitem__(index, env.now))
+        fabric.transfer(src, dst, size, lambda i: done.__setitem__(i, env.now), index)
 
     for index, (start, src, dst, size) in enumerate(transfers):
         env.process(starter(index, start, src, dst, size))

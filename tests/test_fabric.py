@@ -83,12 +83,12 @@ def test_bytes_are_conserved_and_no_link_is_oversubscribed(spec):
     topo = ExplicitTopology([(0.0, 7.0)] * 8, routes)
     transfers = [(start, s, d, size) for s, d, size, start in spec]
     times = run_transfers(topo, transfers)
-    for (start, _, _, size), t in zip(transfers, times):
+    for (start, _, _, size), t in zip(transfers, times, strict=True):
         assert t >= start + size / 7.0 * (1 - 1e-9)
     for link in range(8):
         users = [(start, size) for start, s, d, size in transfers if link in routes[s, d]]
         if users:
             first = min(start for start, _ in users)
-            last = max(t for (start, s, d, size), t in zip(transfers, times)
+            last = max(t for (start, s, d, size), t in zip(transfers, times, strict=True)
                        if link in routes[s, d])
             assert last >= first + sum(size for _, size in users) / 7.0 * (1 - 1e-9)

@@ -36,31 +36,63 @@ def _region(buffers: dict[str, np.ndarray], name: str, offset: int, count: int, 
 
 def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str, np.ndarray]]
              ) -> DataRun:
-    """Run every rank's program to the end on ``buffers`` (changed in place)."""
+    """Run every rank's program to the end on ``buffers`` (changed in place).
+
+    A message moves when its send and its receive have both been posted (rendezvous), as in
+    the timing interpreter, so a program that deadlocks there deadlocks here too.
+    """
     ufunc = REDUCE_OPS[op]
     p = job.nranks
-    mailbox: dict[tuple[int, int, int], deque] = {}
+    sends: dict[tuple[int, int, int], deque] = {}   # posted, unmatched: (data, heard)
+    recvs: dict[tuple[int, int, int], deque] = {}   # posted, unmatched: Recv
     heard = [1 << r for r in range(p)]
     gens = [programs(r, job) for r in range(p)]
-    waiting: list[list[Recv] | None] = [None] * p
-    active = list(range(p))
+    outstanding = [0] * p
+    waiting_on: list[list] = [[] for _ in range(p)]
     messages = 0
 
-    def post(rank: int, step) -> list[Recv]:
+    def deliver(src: int, dst: int, o: Recv, data: np.ndarray, knowledge: int) -> None:
         nonlocal messages
+        if len(data) != o.count:
+            raise SimulationError(f"rank {dst}: {o} expects {o.count} elements but rank {src} "
+                                  f"sent {len(data)}")
+        region = _region(buffers[dst], o.buf, o.offset, o.count, dst, o)
+        if o.reduce:
+            ufunc(region, data, out=region)
+        else:
+            region[...] = data
+        heard[dst] |= knowledge
+        outstanding[src] -= 1
+        outstanding[dst] -= 1
+        messages += 1
+
+    def post(rank: int, step) -> None:
         ops = step if isinstance(step, (tuple, list)) else (step,)
-        recvs = []
+        waiting_on[rank] = list(ops)
         for o in ops:
-            if isinstance(o, Send):
+            if isinstance(o, (Send, Recv)):
                 if not 0 <= o.peer < p or o.peer == rank:
-                    raise SimulationError(f"rank {rank}: {o} sends to an invalid peer")
-                data = _region(buffers[rank], o.buf, o.offset, o.count, rank, o).copy()
-                mailbox.setdefault((rank, o.peer, o.tag), deque()).append((data, heard[rank]))
-                messages += 1
-            elif isinstance(o, Recv):
-                if not 0 <= o.peer < p or o.peer == rank:
-                    raise SimulationError(f"rank {rank}: {o} receives from an invalid peer")
-                recvs.append(o)
+                    raise SimulationError(f"rank {rank}: {o} names an invalid peer")
+                outstanding[rank] += 1
+                if isinstance(o, Send):
+                    key = (rank, o.peer, o.tag)
+                    data = _region(buffers[rank], o.buf, o.offset, o.count, rank, o).copy()
+                    queue = recvs.get(key)
+                    if queue:
+                        deliver(rank, o.peer, queue.popleft(), data, heard[rank])
+                        if not queue:
+                            del recvs[key]
+                    else:
+                        sends.setdefault(key, deque()).append((data, heard[rank]))
+                else:
+                    key = (o.peer, rank, o.tag)
+                    queue = sends.get(key)
+                    if queue:
+                        deliver(o.peer, rank, o, *queue.popleft())
+                        if not queue:
+                            del sends[key]
+                    else:
+                        recvs.setdefault(key, deque()).append(o)
             elif isinstance(o, (Reduce, Copy)):
                 src = _region(buffers[rank], o.src_buf, o.src_offset, o.count, rank, o)
                 dst = _region(buffers[rank], o.dst_buf, o.dst_offset, o.count, rank, o)
@@ -70,60 +102,33 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
                     dst[...] = src
             else:
                 raise SimulationError(f"rank {rank}: the program yielded {o!r}, not an operation")
-        return recvs
 
-    def complete(rank: int, recvs: list[Recv]) -> list[Recv]:
-        left = []
-        for o in recvs:
-            queue = mailbox.get((o.peer, rank, o.tag))
-            if not queue:
-                left.append(o)
-                continue
-            data, knowledge = queue.popleft()
-            if len(data) != o.count:
-                raise SimulationError(
-                    f"rank {rank}: {o} expects {o.count} elements but rank {o.peer} "
-                    f"sent {len(data)}")
-            dst = _region(buffers[rank], o.buf, o.offset, o.count, rank, o)
-            if o.reduce:
-                ufunc(dst, data, out=dst)
-            else:
-                dst[...] = data
-            heard[rank] |= knowledge
-        return left
-
+    done = [False] * p
     progress = True
-    while active and progress:
+    while progress:
         progress = False
-        still = []
-        for rank in active:
-            while True:
-                if waiting[rank]:
-                    left = complete(rank, waiting[rank])
-                    progress |= len(left) != len(waiting[rank])
-                    waiting[rank] = left
-                    if left:
-                        break
-                try:
-                    step = next(gens[rank])
-                except StopIteration:
-                    waiting[rank] = None
-                    progress = True
-                    break
-                waiting[rank] = post(rank, step)
+        for rank in range(p):
+            while not done[rank] and outstanding[rank] == 0:
                 progress = True
-            if waiting[rank] is not None:
-                still.append(rank)
-        active = still
-    if active:
-        stuck = "; ".join(f"rank {r} waits on {', '.join(map(str, waiting[r]))}"
-                          for r in active[:8])
-        more = f" (and {len(active) - 8} more ranks)" if len(active) > 8 else ""
-        raise SimulationError(f"deadlock: {len(active)} ranks cannot finish: {stuck}{more}")
-    leftover = sum(len(q) for q in mailbox.values())
-    if leftover:
-        raise SimulationError(f"{leftover} messages were sent but never received")
+                try:
+                    post(rank, next(gens[rank]))
+                except StopIteration:
+                    done[rank] = True
+    stuck = [r for r in range(p) if not done[r]]
+    if stuck:
+        raise SimulationError(deadlock_message(
+            stuck, {r: waiting_on[r] for r in stuck}))
     return DataRun(buffers, heard, messages)
+
+
+def deadlock_message(stuck: list[int], waits: dict[int, list]) -> str:
+    """Which ranks cannot finish and the step each is blocked in."""
+    parts = [f"rank {r} is blocked in step {', '.join(map(str, waits.get(r, [])))}"
+             for r in stuck[:6]]
+    more = f"; and {len(stuck) - 6} more ranks" if len(stuck) > 6 else ""
+    return (f"deadlock: {len(stuck)} ranks cannot finish because a send or receive has no "
+            f"partner (a message moves only once both its send and its receive are posted): "
+            f"{'; '.join(parts)}{more}")
 
 
 def check_algorithm(programs: ProgramFactory, job: Job, op: str = "sum", dtype="float64",

@@ -32,21 +32,27 @@ class Channel:
         self.flows: dict[Flow, None] = {}  # an insertion-ordered set, for determinism
 
 
-class Flow:
-    """One transfer's bytes in motion: a route, a rate, and when its last byte leaves."""
+class Flow(simpy.Event):
+    """One transfer's bytes in motion: a route, a rate, and when its last byte leaves.
 
-    __slots__ = ("channels", "size", "latency", "on_done", "rate", "drain_at", "event",
-                 "shared", "attached")
+    A flow is itself the SimPy event of its next milestone (last byte out, or delivery),
+    scheduled again whenever its rate changes. SimPy cannot cancel a scheduled event, so an
+    entry that fires at a time other than the flow's ``due`` time is a superseded one.
+    """
 
-    def __init__(self, channels: tuple[Channel, ...], size: float, latency: float,
-                 on_done: Callable[[], None]) -> None:
+    def __init__(self, env: simpy.Environment, channels: tuple[Channel, ...], size: float,
+                 latency: float, on_done: Callable[[object], None], token: object) -> None:
+        self.env = env
+        self._ok = True
+        self._value = None
         self.channels = channels
         self.size = size
         self.latency = latency
         self.on_done = on_done
+        self.token = token
         self.rate = 0.0
         self.drain_at = -1.0   # set when a rate is first granted
-        self.event: simpy.Event | None = None
+        self.due = -1.0        # when the one valid scheduled entry fires; -1 when none
         self.shared = False    # True while another moving transfer shares a link with it
         self.attached = True   # still counted on its links
 
@@ -66,6 +72,7 @@ class Fabric:
         self.transfers = 0
         self.bytes_moved = 0.0
         self.rate_updates = 0
+        self._flow_callbacks = [self._flow_event]
 
     def route(self, src: int, dst: int) -> tuple[tuple[Channel, ...], float, float]:
         """(channels, total latency, bottleneck bandwidth) from GPU ``src`` to GPU ``dst``."""
@@ -79,30 +86,45 @@ class Fabric:
             self._routes[key] = cached
         return cached
 
-    def transfer(self, src: int, dst: int, size: float, on_done: Callable[[], None]) -> None:
-        """Move ``size`` bytes from GPU ``src`` to GPU ``dst``; call ``on_done`` on delivery."""
-        channels, latency, _ = self.route(src, dst)
+    def transfer(self, src: int, dst: int, size: float, on_done: Callable[[object], None],
+                 token: object = None) -> None:
+        """Move ``size`` bytes from GPU ``src`` to GPU ``dst``; call ``on_done(token)`` on
+        delivery."""
+        channels, latency, bottleneck = self.route(src, dst)
         self.transfers += 1
         self.bytes_moved += size
         if size <= 0 or not channels:
-            self._call_at(latency, on_done)
+            self._call_at(latency, on_done, token)
             return
-        flow = Flow(channels, size, latency, on_done)
+        flow = Flow(self.env, channels, size, latency, on_done, token)
+        idle = True
         for channel in channels:
+            if channel.flows:
+                idle = False
             channel.flows[flow] = None
-        self._started.append(flow)
-        self._request_settle()
+        if idle:
+            # The common case: nothing else on the route, so the bottleneck link's full
+            # bandwidth, granted now. A transfer joining later, even at this same instant,
+            # finds this one on its links and the two are shared from then on.
+            now = self.env._now
+            flow.rate = bottleneck
+            flow.drain_at = now + size / bottleneck
+            self._schedule_flow(flow, now)
+        else:
+            self._started.append(flow)
+            self._request_settle()
 
     # -- scheduling -------------------------------------------------------------------------
 
-    def _call_at(self, delay: float, callback: Callable[[], None]) -> None:
+    def _call_at(self, delay: float, callback: Callable[[object], None], token: object
+                 ) -> None:
         if delay <= 0:
-            callback()
+            callback(token)
             return
         event = simpy.Event(self.env)
         event._ok = True
         event._value = None
-        event.callbacks.append(lambda _: callback())
+        event.callbacks.append(lambda _: callback(token))
         self.env.schedule(event, NORMAL, delay)
 
     def _request_settle(self) -> None:
@@ -115,27 +137,24 @@ class Fabric:
             self.env.schedule(event, NORMAL, 0)
 
     def _schedule_flow(self, flow: Flow, now: float) -> None:
-        """Schedule ``flow``'s one valid event: when its last byte leaves if it shares a link
-        (others speed up then), or directly its delivery if it is alone."""
-        when = flow.drain_at if flow.shared else flow.drain_at + flow.latency
-        event = simpy.Event(self.env)
-        event._ok = True
-        event._value = flow
-        event.callbacks.append(self._flow_event)
-        flow.event = event
-        self.env.schedule(event, NORMAL, when - now)
+        """Schedule ``flow``'s next milestone: when its last byte leaves if it shares a link
+        (the others speed up then), or directly its delivery if it is alone."""
+        delay = flow.drain_at - now if flow.shared else flow.drain_at + flow.latency - now
+        flow.due = now + delay  # the very sum SimPy's schedule() computes
+        flow.callbacks = self._flow_callbacks
+        self.env.schedule(flow, NORMAL, delay)
 
-    def _flow_event(self, event: simpy.Event) -> None:
-        flow: Flow = event._value
-        if flow.event is not event:
+    def _flow_event(self, flow: Flow) -> None:
+        flow.callbacks = self._flow_callbacks  # SimPy cleared them; a later entry may be valid
+        if flow.due != self.env._now:
             return  # superseded by a later rate change
-        flow.event = None
+        flow.due = -1.0
         if flow.attached:
             self._detach(flow)
         if flow.shared:
-            self._call_at(flow.latency, flow.on_done)
+            self._call_at(flow.latency, flow.on_done, flow.token)
         else:
-            flow.on_done()
+            flow.on_done(flow.token)
 
     def _detach(self, flow: Flow) -> None:
         """Stop counting ``flow`` on its links; the others there may now go faster."""
@@ -161,14 +180,6 @@ class Fabric:
         done: set[int] = set()
         for flow in seeds:
             if id(flow) in done or not flow.attached:
-                continue
-            if flow.drain_at < 0 and all(len(c.flows) == 1 for c in flow.channels):
-                # The common case: a new transfer alone on every link of its route.
-                done.add(id(flow))
-                flow.rate = min(c.bandwidth for c in flow.channels)
-                flow.drain_at = now + flow.size / flow.rate
-                flow.shared = False
-                self._schedule_flow(flow, now)
                 continue
             component = self._component(flow, now)
             done.update(map(id, component))

@@ -1,0 +1,61 @@
+"""Arguments shared by sub-commands: topology files, --set overrides, --param values."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from collsim.errors import InputError
+from collsim.hardware.loader import load_topology, parse_override
+from collsim.hardware.topology import Topology
+from collsim.units import UnitError, parse_size
+
+SHIPPED_TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+
+
+def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topology", "-t", required=True, metavar="FILE",
+                        help="topology YAML file, or the name of a shipped one (dgx-h100)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="override a topology key (dotted for nested: link.bandwidth=200GB/s)")
+
+
+def add_param_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--param", dest="params", action="append", default=[],
+                        metavar="NAME=VALUE",
+                        help="algorithm parameter: chunk_size=1MiB, root=3, dtype=bfloat16, ...")
+
+
+def resolve_topology_path(name: str) -> Path:
+    """A path as given, or a shipped topology by name (``dgx-h100`` or ``dgx-h100.yaml``)."""
+    path = Path(name)
+    if path.exists() or path.suffix in (".yaml", ".yml") and path.parent != Path("."):
+        return path
+    for candidate in (Path("topologies") / name, SHIPPED_TOPOLOGIES / name):
+        for with_suffix in (candidate, candidate.with_name(candidate.name + ".yaml")):
+            if with_suffix.is_file():
+                return with_suffix
+    return path
+
+
+def topology_from_args(args: argparse.Namespace) -> Topology:
+    overrides = dict(parse_override(text) for text in args.overrides)
+    return load_topology(resolve_topology_path(args.topology), overrides)
+
+
+def params_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    params = {}
+    for text in args.params:
+        name, value = parse_override(text)
+        params[name] = value
+    return params
+
+
+def size_argument(text: str) -> int:
+    """A size from the command line (4MiB, 1GB, 512) or an InputError naming --size."""
+    try:
+        return parse_size(text)
+    except UnitError as exc:
+        raise InputError(str(exc), key="--size") from None

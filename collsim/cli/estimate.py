@@ -1,0 +1,56 @@
+"""``collsim estimate``: simulate one point and print it as a line or as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from collsim.cli.common import (
+    add_param_argument,
+    add_topology_arguments,
+    params_from_args,
+    size_argument,
+    topology_from_args,
+)
+from collsim.simulate import PointResult, simulate
+from collsim.units import format_size, format_time
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "estimate", help="time one collective call on a topology",
+        description="Simulate one collective call: how long it takes, its algorithm and bus "
+                    "bandwidth (GB/s = 1e9 B/s, as nccl-tests) and the closed-form time.")
+    add_topology_arguments(parser)
+    parser.add_argument("--collective", "-c", required=True, help="allreduce, broadcast, ...")
+    parser.add_argument("--algorithm", "-a", required=True, help="ring, binomial, ...")
+    parser.add_argument("--ranks", "-p", required=True, type=int, help="participating GPUs")
+    parser.add_argument("--size", "-s", required=True,
+                        help="message size: 4MiB, 1GB, 512 (DESIGN.md's size convention)")
+    add_param_argument(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object with the results-table columns")
+    parser.set_defaults(func=run)
+
+
+def describe(result: PointResult) -> str:
+    """One readable line for a simulated point."""
+    analytic = "" if result.analytic_time_s is None else \
+        f", closed form {format_time(result.analytic_time_s)}"
+    return (f"{result.collective} {result.algorithm} on {result.topology}, {result.ranks} "
+            f"ranks, {format_size(result.size_bytes)} ({result.size_bytes} B): "
+            f"time {format_time(result.time_s)}, algbw {result.algbw_GBps:.4g} GB/s, "
+            f"busbw {result.busbw_GBps:.4g} GB/s{analytic}")
+
+
+def run(args: argparse.Namespace) -> int:
+    size = size_argument(args.size)
+    result = simulate(topology_from_args(args), args.collective, args.algorithm, args.ranks,
+                      size, params_from_args(args))
+    if args.json:
+        row = result.row()
+        row["analytic_time_s"] = result.analytic_time_s
+        print(json.dumps(row))
+    else:
+        print(describe(result))
+    return 0

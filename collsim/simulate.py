@@ -1,0 +1,120 @@
+"""One simulated point: a collective, an algorithm, a rank count and a size on a topology."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from collsim.algorithms.registry import Algorithm, Cost, get_algorithm
+from collsim.collectives import COLLECTIVES
+from collsim.engine.timing import TimingEngine
+from collsim.errors import InputError
+from collsim.hardware.placement import place_ranks, ring_order
+from collsim.hardware.topology import Topology
+from collsim.program import Job
+from collsim.units import UnitError, parse_size
+
+# Bytes per element of the data types a collective can carry (bfloat16 as in NCCL).
+DTYPES = {"int8": 1, "uint8": 1, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
+          "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
+GENERIC_PARAMS = ("root", "dtype", "placement")
+COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes", "time_s",
+           "algbw_GBps", "busbw_GBps", "analytic_time_s")
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """One row of the results table (DESIGN.md's columns) plus what the engine counted."""
+
+    topology: str
+    collective: str
+    algorithm: str
+    ranks: int
+    size_bytes: int
+    time_s: float
+    algbw_GBps: float
+    busbw_GBps: float
+    analytic_time_s: float | None
+    transfers: int
+    scenario: str = ""
+
+    def row(self) -> dict[str, Any]:
+        """The table's columns in DESIGN.md's order; a missing closed form is empty."""
+        return {column: ("" if getattr(self, column) is None else getattr(self, column))
+                for column in COLUMNS}
+
+
+def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> dict[str, Any]:
+    """Validated algorithm parameters: known names, root in range, chunk_size a size > 0."""
+    accepted = GENERIC_PARAMS + tuple(algorithm.params)
+    for name in params:
+        if name not in accepted:
+            raise InputError(f"{algorithm.collective}/{algorithm.name} takes no parameter "
+                             f"{name!r}; it takes {', '.join(accepted)}", key=f"param.{name}")
+    checked = dict(params)
+    if "root" in checked:
+        root = checked["root"]
+        if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < ranks:
+            raise InputError(f"root must be a rank from 0 to {ranks - 1}, got {root!r}",
+                             key="param.root")
+    if "chunk_size" in checked:
+        try:
+            checked["chunk_size"] = parse_size(checked["chunk_size"])
+        except UnitError as exc:
+            raise InputError(str(exc), key="param.chunk_size") from None
+        if checked["chunk_size"] <= 0:
+            raise InputError("chunk_size must be positive", key="param.chunk_size")
+    dtype = checked.get("dtype", "float32")
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}",
+                         key="param.dtype")
+    return checked
+
+
+def make_job(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
+             params: dict[str, Any]) -> tuple[Job, list[int]]:
+    """The Job every rank's program sees, and the GPU each rank runs on."""
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise InputError(f"ranks must be a positive whole number, got {ranks!r}", key="ranks")
+    if ranks > topology.gpus:
+        raise InputError(f"{ranks} ranks do not fit on topology '{topology.name}', which has "
+                         f"{topology.gpus} GPUs", key="ranks")
+    algorithm.check_ranks(ranks)
+    params = check_params(algorithm, ranks, params)
+    itemsize = DTYPES[params.get("dtype", "float32")]
+    if size_bytes < 0 or size_bytes % itemsize:
+        raise InputError(f"size {size_bytes} B is not a whole number of "
+                         f"{params.get('dtype', 'float32')} elements ({itemsize} B each)",
+                         key="size")
+    gpus = place_ranks(topology, ranks, params)
+    collective = COLLECTIVES[algorithm.collective]
+    job = Job(algorithm.collective, ranks, size_bytes // itemsize, itemsize,
+              root=params.get("root", 0) if collective.rooted else 0, params=params,
+              ring=tuple(ring_order(topology, gpus)),
+              nodes=tuple(topology.node_of[g] for g in gpus))
+    return job, gpus
+
+
+def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
+                  params: dict[str, Any]) -> float | None:
+    """The algorithm's closed form on this machine, where its links are uniform."""
+    uniform = topology.path_parameters()
+    if algorithm.cost is None or uniform is None:
+        return None
+    alpha, beta = uniform
+    return float(algorithm.cost(Cost(ranks, size_bytes, alpha, beta, topology.gamma, params)))
+
+
+def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, size_bytes: int,
+             params: dict[str, Any] | None = None) -> PointResult:
+    """Simulate one collective call and return its row of the results table."""
+    chosen = get_algorithm(collective, algorithm)
+    job, gpus = make_job(topology, chosen, ranks, size_bytes, dict(params or {}))
+    run = TimingEngine(topology, gpus, job, chosen.program).run()
+    time = run.time
+    algbw = size_bytes / time / 1e9 if time > 0 else (math.inf if size_bytes else 0.0)
+    busbw = algbw * COLLECTIVES[collective].busbw_factor(ranks)
+    return PointResult(topology.name, collective, algorithm, ranks, size_bytes, time, algbw,
+                       busbw, analytic_time(topology, chosen, ranks, size_bytes, job.params),
+                       run.transfers)
