@@ -40,21 +40,24 @@ class Flow(simpy.Event):
     entry that fires at a time other than the flow's ``due`` time is a superseded one.
     """
 
+    # Defaults live on the class: a flow is created per transfer, so every attribute set in
+    # __init__ costs. ``_ok`` and ``_value`` make it a successful event to SimPy.
+    _ok = True
+    _value = None
+    rate = 0.0
+    drain_at = -1.0   # set when a rate is first granted
+    due = -1.0        # when the one valid scheduled entry fires; -1 when none
+    shared = False    # True while another moving transfer shares a link with it
+    attached = True   # still counted on its links
+
     def __init__(self, env: simpy.Environment, channels: tuple[Channel, ...], size: float,
                  latency: float, on_done: Callable[[object], None], token: object) -> None:
         self.env = env
-        self._ok = True
-        self._value = None
         self.channels = channels
         self.size = size
         self.latency = latency
         self.on_done = on_done
         self.token = token
-        self.rate = 0.0
-        self.drain_at = -1.0   # set when a rate is first granted
-        self.due = -1.0        # when the one valid scheduled entry fires; -1 when none
-        self.shared = False    # True while another moving transfer shares a link with it
-        self.attached = True   # still counted on its links
 
 
 class Fabric:
@@ -90,7 +93,8 @@ class Fabric:
                  token: object = None) -> None:
         """Move ``size`` bytes from GPU ``src`` to GPU ``dst``; call ``on_done(token)`` on
         delivery."""
-        channels, latency, bottleneck = self.route(src, dst)
+        route = self._routes.get((src, dst))
+        channels, latency, bottleneck = route if route else self.route(src, dst)
         self.transfers += 1
         self.bytes_moved += size
         if size <= 0 or not channels:

@@ -60,6 +60,7 @@ class TimingEngine:
         self.gamma = topology.gamma
         self.programs = programs
         self.ranks = [RankState(r, g, programs(r, job)) for r, g in enumerate(gpus)]
+        self.nranks = len(self.ranks)
         self._ready: deque[RankState] = deque()
         self._resuming = False
         # Posted operations still waiting for their partner, by (source, destination, tag),
@@ -108,59 +109,71 @@ class TimingEngine:
             return
         self._resuming = True
         ready = self._ready
+        post_send, post_recv, post = self._post_send, self._post_recv, self._post
         while ready:
             state = ready.popleft()
             for step in state.program:
                 state.posting = True
-                if type(step) is tuple or type(step) is list:
-                    for op in step:
-                        self._post(state, op)
-                else:
-                    self._post(state, step)
+                for op in step if type(step) is tuple or type(step) is list else (step,):
+                    kind = type(op)
+                    if kind is Send:
+                        post_send(state, op)
+                    elif kind is Recv:
+                        post_recv(state, op)
+                    else:
+                        post(state, op)
                 state.posting = False
                 if state.pending:
                     break
             else:
-                state.finished_at = self.env.now
+                state.finished_at = self.env._now
         self._resuming = False
 
     def _op_done(self, state: RankState) -> None:
         state.pending -= 1
         if state.pending == 0 and not state.posting:
             self._ready.append(state)
-            self._resume_ready()
+            if not self._resuming:
+                self._resume_ready()
 
-    def _post(self, state: RankState, op) -> None:
+    def _post_send(self, state: RankState, op: Send) -> None:
+        peer = op.peer
+        if peer == state.rank or not 0 <= peer < self.nranks:
+            raise SimulationError(f"rank {state.rank}: {op} names an invalid peer")
+        state.pending += 1
+        key = (state.rank, peer, op.tag)
+        partners = self._recvs.get(key)
+        if partners:
+            receiver, recv = partners.pop(0)
+            if not partners:
+                del self._recvs[key]
+            self._start(state, op, receiver, recv)
+        elif key in self._sends:
+            self._sends[key].append((state, op))
+        else:
+            self._sends[key] = [(state, op)]
+
+    def _post_recv(self, state: RankState, op: Recv) -> None:
+        peer = op.peer
+        if peer == state.rank or not 0 <= peer < self.nranks:
+            raise SimulationError(f"rank {state.rank}: {op} names an invalid peer")
+        state.pending += 1
+        key = (peer, state.rank, op.tag)
+        partners = self._sends.get(key)
+        if partners:
+            sender, send = partners.pop(0)
+            if not partners:
+                del self._sends[key]
+            self._start(sender, send, state, op)
+        elif key in self._recvs:
+            self._recvs[key].append((state, op))
+        else:
+            self._recvs[key] = [(state, op)]
+
+    def _post(self, state: RankState, op: object) -> None:
+        """Local operations: a reduction occupies the GPU; a copy is free."""
         kind = type(op)
-        if kind is Send or kind is Recv:
-            if not 0 <= op.peer < len(self.ranks) or op.peer == state.rank:
-                raise SimulationError(f"rank {state.rank}: {op} names an invalid peer")
-            state.pending += 1
-            if kind is Send:
-                key = (state.rank, op.peer, op.tag)
-                partners = self._recvs.get(key)
-                if partners:
-                    receiver, recv = partners.pop(0)
-                    if not partners:
-                        del self._recvs[key]
-                    self._start(state, op, receiver, recv)
-                elif key in self._sends:
-                    self._sends[key].append((state, op))
-                else:
-                    self._sends[key] = [(state, op)]
-            else:
-                key = (op.peer, state.rank, op.tag)
-                partners = self._sends.get(key)
-                if partners:
-                    sender, send = partners.pop(0)
-                    if not partners:
-                        del self._sends[key]
-                    self._start(sender, send, state, op)
-                elif key in self._recvs:
-                    self._recvs[key].append((state, op))
-                else:
-                    self._recvs[key] = [(state, op)]
-        elif kind is Reduce:
+        if kind is Reduce:
             state.pending += 1
             self._combine(state, op.count)
         elif kind is not Copy:
