@@ -133,3 +133,10 @@ def topology_from_text(text: str, overrides: dict[str, Any] | None = None,
                        file: str = "<inline>") -> Topology:
     """Build a topology from YAML text (tests and inline scenario topologies)."""
     return topology_from_document(parse_yaml(text, file), overrides)
+
+
+# Real machines: NVSwitch / NVLink / PCIe nodes, clusters on fabrics, tori of GPUs.
+from collsim.hardware import kinds as _real_machines  # noqa: E402
+
+for _kind in _real_machines.kinds():
+    register_kind(_kind)

@@ -1,0 +1,80 @@
+"""A cluster: ``nodes`` copies of one node graph joined by a fabric graph at their NICs.
+
+Link indices: node n's links come first, as a block of the node's link count each, in node
+order; the fabric's links follow. A route inside a node is the node's own route shifted to
+its block, so it is computed once per pair of local GPUs for all nodes alike. A route
+between nodes is: source GPU to its NIC (node route), NIC to NIC across the fabric (shortest
+path with ECMP, computed per source NIC when first needed), NIC to destination GPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+from collsim.hardware.fabrics import gray_order, nic_vertex
+from collsim.hardware.graph import LinkGraph, Router
+from collsim.hardware.nodes import NodeGraph
+from collsim.hardware.topology import Link, Topology
+
+
+class ClusterTopology(Topology):
+    """``nodes`` identical nodes (GPU ``n * gpus_per_node + i`` is GPU i of node n)."""
+
+    def __init__(self, name: str, kind: str, node: NodeGraph, nodes: int,
+                 fabric: LinkGraph | None, reduce_bandwidth: float = math.inf,
+                 source: str = "", torus_dims: tuple[int, ...] = ()) -> None:
+        per_node = len(node.graph.links)
+        links = [Link(f"n{n}.{link.src}", f"n{n}.{link.dst}", link.latency, link.bandwidth,
+                      link.kind) for n in range(nodes) for link in node.graph.links]
+        self.fabric_offset = len(links)
+        if fabric is not None:
+            links.extend(fabric.links)
+        gpn = len(node.gpus)
+        super().__init__(name, kind, nodes * gpn, links, reduce_bandwidth,
+                         [g // gpn for g in range(nodes * gpn)], source)
+        self.node = node
+        self.node_count = nodes
+        self.gpus_per_node = gpn
+        self.links_per_node = per_node
+        self.fabric = fabric
+        self.fabric_router = Router(fabric) if fabric is not None and nodes > 1 else None
+        self.torus_dims = torus_dims
+
+    def route(self, src: int, dst: int) -> tuple[int, ...]:
+        ns, ls = divmod(src, self.gpus_per_node)
+        nd, ld = divmod(dst, self.gpus_per_node)
+        if ns == nd:
+            shift = ns * self.links_per_node
+            return tuple(i + shift for i in self.node.gpu_route(ls, ld))
+        if self.fabric_router is None:
+            raise ValueError(f"{self.name}: nodes {ns} and {nd} have no network between them")
+        up, down = ns * self.links_per_node, nd * self.links_per_node
+        nic_s, nic_d = self.node.nic_of_gpu[ls], self.node.nic_of_gpu[ld]
+        middle = self.fabric_router.path(nic_vertex(ns, nic_s), nic_vertex(nd, nic_d))
+        return (tuple(i + up for i in self.node.to_nic(ls))
+                + tuple(i + self.fabric_offset for i in middle)
+                + tuple(i + down for i in self.node.from_nic(ld)))
+
+    def path_parameters(self) -> tuple[float, float] | None:
+        return self.node.uniform if self.node_count == 1 else None
+
+    def node_order(self) -> list[int]:
+        """Nodes in the order a ring should visit them (a torus is walked in Gray order)."""
+        if self.torus_dims:
+            return gray_order(self.torus_dims)
+        return list(range(self.node_count))
+
+    def link_graph(self) -> LinkGraph:
+        """The whole machine as one LinkGraph, links in the same order as :attr:`links`.
+
+        NICs pass traffic here (PCIe side to network port), unlike in routing, where the
+        node part and the fabric part of a route meet at them."""
+        whole = LinkGraph()
+        for n in range(self.node_count):
+            whole.extend(self.node.graph, prefix=f"n{n}.")
+        if self.fabric is not None:
+            whole.extend(self.fabric)
+        for vertex in whole.vertices.values():
+            if vertex.kind == "nic":
+                vertex.transit = True  # joins its PCIe link to its network port
+        return whole
