@@ -1,0 +1,75 @@
+"""``collsim compare A.csv B.csv``: the per-point ratio of two results tables."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+from collsim.output.compare import compare
+from collsim.output.table import format_value, read_table
+from collsim.units import format_size, format_time
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "compare", help="per-point ratio of two results tables",
+        description="Match the points of two results tables and print B/A of a metric for "
+                    "each (default: time_s, so 0.5 means B takes half the time). Rows match on "
+                    "the columns both tables share, except those whose values never meet "
+                    "(two topologies' names, say).")
+    parser.add_argument("a", metavar="A.csv")
+    parser.add_argument("b", metavar="B.csv")
+    parser.add_argument("--metric", default="time_s",
+                        help="column to compare: time_s (default), busbw_GBps, algbw_GBps")
+    parser.add_argument("--on", metavar="COL[,COL...]",
+                        help="match on exactly these columns")
+    parser.add_argument("--ignore", metavar="COL[,COL...]", default="",
+                        help="do not match on these columns")
+    parser.add_argument("--csv", metavar="FILE", help="also write the comparison as CSV")
+    parser.set_defaults(func=run)
+
+
+def _split(text: str | None) -> list[str]:
+    return [c.strip() for c in (text or "").split(",") if c.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    columns_a, rows_a = read_table(args.a)
+    columns_b, rows_b = read_table(args.b)
+    result = compare(columns_a, rows_a, columns_b, rows_b, args.metric,
+                     _split(args.on) or None, _split(args.ignore))
+    header = [*result.on, f"{args.metric}_a", f"{args.metric}_b", "ratio"]
+    if args.csv:
+        with open(Path(args.csv), "w", encoding="utf-8", newline="") as file:
+            writer = csv.writer(file, lineterminator="\n")
+            writer.writerow(header)
+            writer.writerows([format_value(r[c]) for c in header] for r in result.rows)
+    shown = [["B/A" if c == "ratio" else c for c in header]]
+    for row in result.rows:
+        shown.append([_cell(c, row[c], args.metric) for c in header])
+    widths = [max(len(line[i]) for line in shown) for i in range(len(header))]
+    for line in shown:
+        print("  ".join(cell.rjust(w) if i >= len(result.on) else cell.ljust(w)
+                        for i, (cell, w) in enumerate(zip(line, widths, strict=True))).rstrip())
+    sys.stdout.flush()
+    if result.ignored:
+        print(f"note: not matching on {', '.join(result.ignored)} (the tables share no value "
+              f"of it)", file=sys.stderr)
+    print(result.summary(), file=sys.stderr)
+    return 0
+
+
+def _cell(column: str, value: object, metric: str) -> str:
+    if value is None or value == "":
+        return "-"
+    if column == "size_bytes" and isinstance(value, int):
+        return format_size(value)
+    if column == "ratio" and isinstance(value, float):
+        return f"{value:.4f}"
+    if column.startswith(metric) and metric == "time_s" and isinstance(value, float):
+        return format_time(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

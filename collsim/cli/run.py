@@ -1,0 +1,71 @@
+"""``collsim run SCENARIO.yaml``: every point of a scenario into a results table and figures."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from collsim.errors import InputError
+from collsim.scenarios.loader import load_scenario
+from collsim.scenarios.runner import TABLE_FILE, RunOptions, run_scenario
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run every point of a scenario; write results.csv, run.json and figures",
+        description="Run every point of a scenario file and write DIR/results.csv (one row per "
+                    "point, written as points finish), DIR/run.json and the scenario's figures. "
+                    "An interrupted run keeps a valid table; --resume completes it.")
+    parser.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
+    parser.add_argument("--out", metavar="DIR", help="output directory "
+                        "(default: results/NAME, or results/NAME-quick with --quick)")
+    parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                        help="local worker processes (default 1; 0 = one per CPU)")
+    parser.add_argument("--resume", action="store_true",
+                        help="run only the points DIR/results.csv does not hold yet")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the results already in DIR")
+    parser.add_argument("--quick", action="store_true",
+                        help="use the scenario's reduced 'quick:' sweep (tests, demos)")
+    parser.add_argument("--executor", choices=("local", "dask"), default="local",
+                        help="where points run: local processes (default) or a Dask cluster")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
+    parser.add_argument("--no-figures", action="store_true", help="write the table only")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.jobs < 0:
+        raise InputError(f"expected 0 or more worker processes, got {args.jobs}", key="--jobs")
+    if args.scheduler and args.executor != "dask":
+        raise InputError("--scheduler needs --executor dask", key="--scheduler")
+    scenario = load_scenario(args.scenario, quick=args.quick)
+    out = Path(args.out) if args.out else \
+        Path("results") / (scenario.name + ("-quick" if args.quick else ""))
+    options = RunOptions(out=out, jobs=args.jobs or os.cpu_count() or 1, resume=args.resume,
+                         force=args.force, executor=args.executor, scheduler=args.scheduler,
+                         figures=not args.no_figures)
+    try:
+        report = run_scenario(scenario, options)
+    except KeyboardInterrupt:
+        table = out / TABLE_FILE
+        if table.exists():
+            again = shlex.join(["collsim", "run", args.scenario, "--out", str(out), "--resume",
+                                *(["--quick"] if args.quick else [])])
+            print(f"collsim: interrupted; {table} holds the points done so far. Complete it "
+                  f"with:\n  {again}", file=sys.stderr)
+        else:
+            print("collsim: interrupted before any point finished", file=sys.stderr)
+        return 130
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    done = f"ran {report.ran} points" + (f" ({report.already} were already done)"
+                                         if report.already else "")
+    print(f"{scenario.name}: {done} in {report.seconds:.1f} s -> {out / TABLE_FILE}")
+    for path in report.figures:
+        print(f"  {path}")
+    return 0

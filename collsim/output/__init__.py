@@ -1,0 +1,1 @@
+"""What runs produce: the results table, the run record, comparisons and figures."""

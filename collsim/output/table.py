@@ -1,0 +1,156 @@
+"""The results table (``results.csv``): DESIGN.md's columns, then one column per swept key.
+
+Values are written so that the same simulation always gives the same bytes: integers as
+digits, floats as Python's shortest round-trip text, missing values empty. Rows are appended
+one ``write`` at a time as points finish; :func:`finish` rewrites the file in sweep order.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from collsim.errors import InputError
+
+# DESIGN.md's columns, in order: the point's inputs, then what was measured.
+INPUT_COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes")
+MEASURED_COLUMNS = ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s")
+RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
+NUMERIC_COLUMNS = {"ranks": int, "size_bytes": int, "time_s": float, "algbw_GBps": float,
+                   "busbw_GBps": float, "analytic_time_s": float}
+
+
+def header(swept: Sequence[str]) -> list[str]:
+    """The table's columns for a scenario sweeping ``swept`` keys."""
+    return [*RESULT_COLUMNS, *swept]
+
+
+def key_columns(columns: Sequence[str]) -> list[str]:
+    """The columns that identify a point (everything but what was measured and the scenario)."""
+    return [c for c in columns if c not in MEASURED_COLUMNS and c != "scenario"]
+
+
+def format_value(value: Any) -> str:
+    """One cell: '' for None, 'true'/'false', digits, or the shortest round-trip float."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def format_row(row: dict[str, Any], columns: Sequence[str]) -> str:
+    """One CSV line (with its newline) holding ``row``'s values in ``columns`` order."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow([format_value(row.get(c)) for c in columns])
+    return buffer.getvalue()
+
+
+class TableWriter:
+    """Appends rows to a results file, each flushed whole, so the file is always a table."""
+
+    def __init__(self, path: Path, columns: Sequence[str]) -> None:
+        self.path = Path(path)
+        self.columns = list(columns)
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
+        self._file = open(self.path, "a", encoding="utf-8", newline="")  # noqa: SIM115
+        if fresh:
+            self._file.write(format_row(dict(zip(columns, columns, strict=True)), columns))
+            self._file.flush()
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._file.write(format_row(row, self.columns))
+        self._file.flush()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_raw(path: Path) -> tuple[list[str], list[list[str]]]:
+    """Header and rows as text; a last row cut short by a crash is dropped, not an error."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such results table", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read results table: {exc}", file=str(path)) from None
+    complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
+    records = list(csv.reader(io.StringIO(complete)))
+    if not records:
+        raise InputError("empty results table: no header row", file=str(path))
+    columns, rows = records[0], records[1:]
+    missing = [c for c in RESULT_COLUMNS if c not in columns]
+    if missing:
+        raise InputError(f"not a collsim results table: no column {', '.join(missing)}",
+                         file=str(path), line=1)
+    return columns, [r for r in rows if len(r) == len(columns)]
+
+
+def parse_cell(column: str, text: str) -> Any:
+    """A cell back to a value: numbers for numeric columns and numeric-looking swept values."""
+    if text == "":
+        return None
+    kind = NUMERIC_COLUMNS.get(column)
+    if kind is not None:
+        return kind(text)
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
+
+
+def read_table(path: str | Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """Columns and rows of a results table, with values parsed."""
+    columns, rows = read_raw(Path(path))
+    out = []
+    for number, row in enumerate(rows, start=2):
+        try:
+            out.append({c: parse_cell(c, v) for c, v in zip(columns, row, strict=True)})
+        except ValueError as exc:
+            raise InputError(f"bad value in the results table: {exc}", file=str(path),
+                             line=number) from None
+    return columns, out
+
+
+def rewrite_sorted(path: Path, order: dict[tuple[str, ...], int]) -> None:
+    """Rewrite the table in sweep order (rows unknown to ``order`` last, as found), atomically."""
+    columns, rows = read_raw(path)
+    keys = [columns.index(c) for c in key_columns(columns)]
+    unknown = len(order)
+    ranked = sorted(enumerate(rows), key=lambda item: (
+        order.get(tuple(item[1][k] for k in keys), unknown), item[0]))
+    write_rows(path, columns, (row for _, row in ranked))
+
+
+def write_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    """Write header and text rows to ``path`` through a temporary file and a rename."""
+    temporary = Path(path).with_name(Path(path).name + ".tmp")
+    with open(temporary, "w", encoding="utf-8", newline="") as file:
+        writer = csv.writer(file, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+def point_key(values: dict[str, Any], columns: Sequence[str]) -> tuple[str, ...]:
+    """The text key of a point (as its row would hold it) for matching rows to points."""
+    return tuple(format_value(values.get(c)) for c in key_columns(columns))
