@@ -18,6 +18,7 @@ class InputError(Exception):
         self.file = file
         self.key = key
         self.line = line
+        self.suggested_key: str | None = None  # for an unknown key: the known key it resembles
         super().__init__(str(self))
 
     def __str__(self) -> str:

@@ -4,6 +4,7 @@ and key, plus typed readers for quantities (sizes, bandwidths, times) at a key p
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -11,7 +12,7 @@ import jsonschema
 
 from collsim.errors import InputError, InputErrors
 from collsim.units import UnitError
-from collsim.yamlfile import Document, KeyPath
+from collsim.yamlfile import Document, KeyPath, dotted
 
 T = TypeVar("T")
 
@@ -25,13 +26,15 @@ def _describe(error: jsonschema.ValidationError, doc: Document) -> list[InputErr
         out = []
         for key in error.instance:
             if key in allowed or any(
-                    __import__("re").match(pattern, key)
+                    re.match(pattern, key)
                     for pattern in error.schema.get("patternProperties", {})):
                 continue
             hint = difflib.get_close_matches(str(key), allowed, n=1)
             suggestion = f"; did you mean '{hint[0]}'?" if hint else \
                 f"; expected one of {', '.join(allowed)}"
-            out.append(doc.error(path + (key,), f"unknown key '{key}'{suggestion}"))
+            problem = doc.error(path + (key,), f"unknown key '{key}'{suggestion}")
+            problem.suggested_key = dotted(path + (hint[0],)) if hint else None
+            out.append(problem)
         return out
     if error.validator == "required":
         missing = error.message.split("'")[1] if "'" in error.message else error.message
@@ -46,6 +49,10 @@ def _describe(error: jsonschema.ValidationError, doc: Document) -> list[InputErr
     if error.validator in ("minimum", "exclusiveMinimum", "maximum"):
         bound = error.message.split(" is ", 1)[-1]
         return [doc.error(path, f"{error.instance!r} is out of range ({bound})")]
+    if error.validator == "minItems":
+        return [doc.error(path, "must be non-empty: give at least one value"
+                          if not error.instance else
+                          f"needs at least {error.validator_value} items")]
     if error.validator in ("oneOf", "anyOf") and error.context:
         best = jsonschema.exceptions.best_match(error.context)
         return _describe(best, doc)
@@ -58,6 +65,10 @@ def validate(doc: Document, schema: dict[str, Any]) -> None:
     problems: list[InputError] = []
     for error in validator.iter_errors(doc.data):
         problems.extend(_describe(error, doc))
+    # A misspelt required key is reported once, as the unknown key with its suggestion.
+    suggested = {e.suggested_key for e in problems if e.suggested_key}
+    problems = [e for e in problems
+                if not (e.message == "required key is missing" and e.key in suggested)]
     if problems:
         problems.sort(key=lambda e: (e.line or 0, e.key or ""))
         raise problems[0] if len(problems) == 1 else InputErrors(problems)

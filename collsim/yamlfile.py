@@ -64,8 +64,9 @@ def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], file: str) 
 
 def parse_yaml(text: str, file: str = "<string>") -> Document:
     """Parse YAML text with the safe loader; a syntax error becomes an InputError with its line."""
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # rejects control characters itself: inside the try
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
         lines: dict[KeyPath, int] = {}
@@ -80,7 +81,8 @@ def parse_yaml(text: str, file: str = "<string>") -> Document:
     except yaml.YAMLError as exc:
         raise InputError(f"not valid YAML: {exc}", file=file) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return Document(data, file, lines)
 
 

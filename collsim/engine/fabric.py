@@ -153,12 +153,17 @@ class Fabric:
         if flow.due != self.env._now:
             return  # superseded by a later rate change
         flow.due = -1.0
-        if flow.attached:
-            self._detach(flow)
         if flow.shared:
+            if flow.attached:
+                self._detach(flow)
             self._call_at(flow.latency, flow.on_done, flow.token)
-        else:
-            flow.on_done(flow.token)
+            return
+        if flow.attached:
+            # Alone on its links since it was last scheduled: leaving frees nobody.
+            flow.attached = False
+            for channel in flow.channels:
+                del channel.flows[flow]
+        flow.on_done(flow.token)
 
     def _detach(self, flow: Flow) -> None:
         """Stop counting ``flow`` on its links; the others there may now go faster."""

@@ -190,11 +190,17 @@ class TimingEngine:
 
     def _delivered(self, token: tuple[RankState, RankState, Recv]) -> None:
         sender, receiver, recv = token
-        self._op_done(sender)
-        if recv.reduce:
+        sender.pending -= 1
+        if sender.pending == 0 and not sender.posting:
+            self._ready.append(sender)
+        if recv.reduce and self.gamma:
             self._combine(receiver, recv.count)
         else:
-            self._op_done(receiver)
+            receiver.pending -= 1
+            if receiver.pending == 0 and not receiver.posting:
+                self._ready.append(receiver)
+        if not self._resuming:
+            self._resume_ready()
 
     def _combine(self, state: RankState, count: int) -> None:
         """Occupy ``state``'s GPU for combining ``count`` elements, after earlier combines."""
