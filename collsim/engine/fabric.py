@@ -14,6 +14,7 @@ and a superseded event is ignored when it fires.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 
 import simpy
@@ -221,7 +222,12 @@ class Fabric:
         return list(component)
 
     def _share(self, flows: list[Flow], now: float) -> None:
-        """Max-min fair rates for a connected set of transfers (progressive filling)."""
+        """Max-min fair rates for a connected set of transfers (progressive filling).
+
+        Links wait in a heap by fair share (capacity left / transfers left). Freezing the
+        transfers of the tightest link at its share can only raise the others' shares, so a
+        popped entry whose share has since risen is pushed back with its new value.
+        """
         remaining = {}
         for flow in flows:
             remaining[flow] = flow.size if flow.drain_at < 0 else \
@@ -230,24 +236,32 @@ class Fabric:
         users: dict[Channel, int] = {}
         for flow in flows:
             for channel in flow.channels:
-                if channel not in capacity:
+                if channel in users:
+                    users[channel] += 1
+                else:
                     capacity[channel] = channel.bandwidth
-                    users[channel] = 0
-                users[channel] += 1
+                    users[channel] = 1
+        order = {channel: index for index, channel in enumerate(users)}
+        heap = [(capacity[c] / users[c], order[c], c) for c in users]
+        heapq.heapify(heap)
         shared = len(flows) > 1
-        unfrozen = dict.fromkeys(flows)
         rates: dict[Flow, float] = {}
-        while unfrozen:
-            bottleneck = min((c for c in users if users[c]),
-                             key=lambda c: capacity[c] / users[c])
-            share = capacity[bottleneck] / users[bottleneck]
+        while heap:
+            share, index, bottleneck = heapq.heappop(heap)
+            left = users[bottleneck]
+            if not left:
+                continue
+            current = capacity[bottleneck] / left
+            if current != share:
+                heapq.heappush(heap, (current, index, bottleneck))
+                continue
             for flow in bottleneck.flows:
-                if flow in unfrozen:
-                    del unfrozen[flow]
-                    rates[flow] = share
-                    for channel in flow.channels:
-                        capacity[channel] -= share
-                        users[channel] -= 1
+                if flow in rates:
+                    continue
+                rates[flow] = share
+                for channel in flow.channels:
+                    capacity[channel] -= share
+                    users[channel] -= 1
         for flow in flows:
             rate = rates[flow]
             if flow.drain_at >= 0 and rate == flow.rate and shared == flow.shared:
