@@ -326,10 +326,14 @@ def _crossover_panel(ax: Any, rows: Sequence[Row], row_column: str,
             ax.add_patch(Rectangle((edges[i], level_index - 0.5), edges[i + 1] - edges[i], 1,
                                    facecolor=color, hatch=hatch, edgecolor="black", alpha=0.85,
                                    linewidth=0.0))
-        complete = {n: t for n, t in times.items() if all(math.isfinite(v) for v in t)}
+        # Crossovers over the sizes this row has (a sweep may thin out some rows).
+        shared = [i for i in range(len(sizes))
+                  if sum(math.isfinite(t[i]) for t in times.values()) >= 2]
+        complete = {n: [t[i] for i in shared] for n, t in times.items()
+                    if all(math.isfinite(t[i]) for i in shared)}
         if len(complete) < 2:
             continue
-        for cross in crossovers(sizes, complete):
+        for cross in crossovers([sizes[i] for i in shared], complete):
             ax.plot([cross.size], [level_index], marker="|", color="black", markersize=12,
                     markeredgewidth=2.2)
             # The label sits beside its mark, on the side with more room.
