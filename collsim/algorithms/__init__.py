@@ -1,6 +1,20 @@
 """Collective algorithms as per-rank programs; importing this package registers them all."""
 
-from collsim.algorithms import binomial, ring  # noqa: F401
+from collsim.algorithms import (  # noqa: F401
+    barrier,
+    binary_tree,
+    binomial,
+    bruck,
+    chain,
+    composite,
+    direct,
+    double_binary_tree,
+    hierarchical,
+    pairwise,
+    recursive,
+    ring,
+    scan,
+)
 from collsim.algorithms.registry import REGISTRY, Algorithm, algorithms_for, get_algorithm
 
 __all__ = ["REGISTRY", "Algorithm", "algorithms_for", "get_algorithm"]

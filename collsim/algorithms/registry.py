@@ -50,9 +50,10 @@ def power_of_two(p: int) -> str | None:
 class Algorithm:
     """One algorithm for one collective.
 
-    ``exact`` says for which rank counts the simulated time on ``switch`` equals ``cost``:
-    "any", "pow2" (the closed form holds only there), or "contention" (the closed form is the
-    textbook's and ignores port sharing, so it is a lower bound, not the simulated time).
+    ``exact`` says for which rank counts the simulated time on ``switch`` equals ``cost``
+    (relative error below 1e-9, for sizes that divide evenly): "any", "pow2" (the closed form
+    holds only there), or "contention" (the schedule shares ports by design and ``cost`` is a
+    model of it, not the simulated time).
     """
 
     collective: str
@@ -75,6 +76,8 @@ class Algorithm:
             raise InputError(f"{self.collective} algorithm '{self.name}' cannot run on {p} "
                              f"ranks: it {reason}", key="ranks")
 
+
+EXACT_TEXT = {"any": "any p", "pow2": "p = 2^k", "contention": "no (contended; a model)"}
 
 REGISTRY: dict[tuple[str, str], Algorithm] = {}
 

@@ -6,16 +6,23 @@ block b of the buffer always belongs to rank b, whatever its place on the ring.
 
 from __future__ import annotations
 
+from collsim.algorithms.order import ring_position
 from collsim.algorithms.registry import Cost, register
 from collsim.program import Job, Program, Recv, Send, block
+
+RING_SOURCE = "Chan et al. 2007 (bucket); Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009"
+
+
+def _neighbours(rank: int, job: Job) -> tuple[tuple[int, ...], int, int, int]:
+    ring = job.ring_order()
+    pos = ring_position(job, rank)
+    return ring, pos, ring[(pos + 1) % job.nranks], ring[(pos - 1) % job.nranks]
 
 
 def ring_reducescatter_steps(rank: int, job: Job, tag0: int = 0) -> Program:
     """p-1 steps after which rank r holds block r of ``buf`` combined over every rank."""
     p, n = job.nranks, job.count
-    ring = job.ring_order()
-    pos = ring.index(rank) if job.ring else rank
-    right, left = ring[(pos + 1) % p], ring[(pos - 1) % p]
+    ring, pos, right, left = _neighbours(rank, job)
     for step in range(p - 1):
         out_off, out_len = block(n, p, ring[(pos - step - 1) % p])
         in_off, in_len = block(n, p, ring[(pos - step - 2) % p])
@@ -26,9 +33,7 @@ def ring_reducescatter_steps(rank: int, job: Job, tag0: int = 0) -> Program:
 def ring_allgather_steps(rank: int, job: Job, tag0: int = 0) -> Program:
     """p-1 steps that pass blocks around the ring until every rank holds every block."""
     p, n = job.nranks, job.count
-    ring = job.ring_order()
-    pos = ring.index(rank) if job.ring else rank
-    right, left = ring[(pos + 1) % p], ring[(pos - 1) % p]
+    ring, pos, right, left = _neighbours(rank, job)
     for step in range(p - 1):
         out_off, out_len = block(n, p, ring[(pos - step) % p])
         in_off, in_len = block(n, p, ring[(pos - step - 1) % p])
@@ -45,10 +50,34 @@ def _ring_allreduce_cost(c: Cost) -> float:
     "allreduce", "ring",
     formula="2(p-1)·α + 2(p-1)/p·n·β + (p-1)/p·n·γ",
     cost=_ring_allreduce_cost,
-    source="Patarasuk & Yuan 2009; Thakur, Rabenseifner & Gropp 2005",
+    source=RING_SOURCE,
     summary="ring reduce-scatter, then ring allgather; chunks of n/p",
 )
 def ring_allreduce(rank: int, job: Job) -> Program:
     """Reduce-scatter leaves block r combined at rank r; allgather spreads the blocks."""
     yield from ring_reducescatter_steps(rank, job)
     yield from ring_allgather_steps(rank, job, tag0=job.nranks)
+
+
+@register(
+    "allgather", "ring",
+    formula="(p-1)·α + (p-1)/p·n·β",
+    cost=lambda c: (c.p - 1) * c.alpha + (c.p - 1) / c.p * c.n * c.beta,
+    source=RING_SOURCE,
+    summary="each block travels p-1 hops around the ring",
+)
+def ring_allgather(rank: int, job: Job) -> Program:
+    """Ring allgather of the blocks each rank starts with."""
+    return ring_allgather_steps(rank, job)
+
+
+@register(
+    "reducescatter", "ring",
+    formula="(p-1)·α + (p-1)/p·n·(β + γ)",
+    cost=lambda c: (c.p - 1) * (c.alpha + c.n / c.p * (c.beta + c.gamma)),
+    source=RING_SOURCE,
+    summary="each block is combined on its way p-1 hops around the ring",
+)
+def ring_reducescatter(rank: int, job: Job) -> Program:
+    """Ring reduce-scatter: block r ends combined at rank r."""
+    return ring_reducescatter_steps(rank, job)

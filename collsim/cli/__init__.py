@@ -10,7 +10,7 @@ from collsim import __version__
 from collsim.errors import InputError, SimulationError
 
 # Each module has add_parser(subparsers) and sets ``func`` on its parser.
-COMMANDS = ["estimate"]
+COMMANDS = ["estimate", "run", "plot", "crossover", "compare", "topo", "list"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,90 @@
+"""Engine speed per algorithm family: transfers simulated per CPU second, against ring.
+
+Each family runs one representative collective on a ``switch`` at p = 1024 (fewer ranks
+where noted: algorithms whose p-1 transfers per port run at once, which the fabric shares
+max-min, cost far more per transfer). Every case runs in a fresh subprocess. "ops" counts
+every operation the programs post (sends, receives, local copies and combines), since some
+algorithms (Bruck's all-to-all) do O(p) free local copies per rank.
+
+    python benchmarks/algorithms.py               # every family
+    python benchmarks/algorithms.py --ranks 256   # another default rank count
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+MiB = 2**20
+# family: (collective, algorithm, size in bytes at p ranks, largest p if below the default)
+FAMILIES = {
+    "ring": ("allreduce", "ring", lambda p: 4 * p * 256, None),
+    "binomial": ("allreduce", "binomial", lambda p: 16 * MiB, None),
+    "chain": ("broadcast", "chain", lambda p: 64 * MiB, None),
+    "binary_tree": ("broadcast", "binary_tree", lambda p: 64 * MiB, None),
+    "double_binary_tree": ("allreduce", "double_binary_tree", lambda p: 16 * MiB, 256),
+    "recursive_doubling": ("allreduce", "recursive_doubling", lambda p: 16 * MiB, None),
+    "halving_doubling": ("allreduce", "halving_doubling", lambda p: 4 * p * 256, None),
+    "recursive_halving": ("reducescatter", "recursive_halving", lambda p: 4 * p * 256, None),
+    "scatter_allgather": ("broadcast", "scatter_allgather", lambda p: 4 * p * 256, None),
+    "reducescatter_gather": ("reduce", "reducescatter_gather", lambda p: 4 * p * 256, None),
+    "bruck (allgather)": ("allgather", "bruck", lambda p: 4 * p * 256, None),
+    "bruck (alltoall)": ("alltoall", "bruck", lambda p: 4 * p * 256, None),
+    "pairwise": ("alltoall", "pairwise", lambda p: 4 * p * 256, None),
+    "direct": ("allgather", "direct", lambda p: 4 * p * 256, 128),
+    "linear": ("gather", "linear", lambda p: 4 * p * 256, None),
+    "parameter_server": ("allreduce", "parameter_server", lambda p: MiB, None),
+    "dissemination": ("barrier", "dissemination", lambda p: 0, None),
+    "scan": ("scan", "recursive_doubling", lambda p: MiB, None),
+}
+
+
+def one(family: str, p: int) -> dict:
+    """Simulate one family's case; CPU seconds of the timing run and transfers moved."""
+    from collsim.engine.timing import TimingEngine
+    from collsim.hardware.topology import switch
+    from collsim.simulate import get_algorithm, make_job
+
+    collective, name, size, _ = FAMILIES[family]
+    topology = switch("bench", p, 1e-6, 100e9, 1e12)
+    algorithm = get_algorithm(collective, name)
+    job, gpus = make_job(topology, algorithm, p, size(p), {})
+    cpu = time.process_time()
+    run = TimingEngine(topology, gpus, job, algorithm.program).run()
+    cpu = time.process_time() - cpu
+    ops = sum(len(step) if isinstance(step, (tuple, list)) else 1
+              for rank in range(p) for step in algorithm.program(rank, job))
+    return {"family": family, "p": p, "transfers": run.transfers, "ops": ops, "cpu_s": cpu}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=1024)
+    parser.add_argument("--family", nargs="*", default=list(FAMILIES))
+    parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one[0], int(args.one[1]))))
+        return
+    families = ["ring"] + [f for f in args.family if f != "ring"]
+    print(f"{'family':<22} {'collective':<14} {'p':>5} {'transfers':>10} {'ops':>10} "
+          f"{'cpu s':>8} {'transfers/s':>12} {'vs ring':>8} {'ops/s':>10}")
+    ring_rate = None
+    for family in families:
+        limit = FAMILIES[family][3]
+        p = min(args.ranks, limit) if limit else args.ranks
+        out = subprocess.run([sys.executable, __file__, "--one", family, str(p)], check=True,
+                             capture_output=True, text=True).stdout
+        r = json.loads(out)
+        rate = r["transfers"] / r["cpu_s"] if r["cpu_s"] > 0 else float("inf")
+        ring_rate = ring_rate or rate
+        print(f"{family:<22} {FAMILIES[family][0]:<14} {p:>5} {r['transfers']:>10} "
+              f"{r['ops']:>10} {r['cpu_s']:>8.2f} {rate:>12,.0f} {rate / ring_rate:>8.2f} "
+              f"{r['ops'] / r['cpu_s']:>10,.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Double binary tree allreduce (NCCL's tree algorithm): two complementary binary trees, each
+reducing then broadcasting half of the buffer, pipelined in chunks.
+
+Tree 0 is the heap-ordered tree over ring positions, tree 1 the same tree over mirrored
+positions (p-1-v), so a rank is an inner node in at most one of them and every port carries
+about the same load. Both trees run in lock-step ticks, and the two ends of every transfer
+post it at the same tick (they must meet): a node of height h combines chunk i from its
+children at tick i+h-1 (a child passes it up then); the root turns it around and a node of
+depth d receives it back at tick i+H+d-1 and forwards it at tick i+H+d (H = ⌊log p⌋). Ports
+carry up to four transfers per tick, so the algorithm contends by design and its closed form
+is a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from collsim.algorithms.chunks import chunk_count, chunk_region, cost_chunks
+from collsim.algorithms.heap_tree import HeapTree
+from collsim.algorithms.order import ring_position
+from collsim.algorithms.registry import Cost, register
+from collsim.program import Job, Op, Program, Recv, Send, block
+
+UP, DOWN = 0, 1
+
+
+def _tag(tree: int, direction: int, chunk: int) -> int:
+    return (chunk * 2 + tree) * 2 + direction
+
+
+class _Role:
+    """One rank's place in one of the two trees, and the chunks of its half of the buffer."""
+
+    def __init__(self, job: Job, rank: int, tree: int) -> None:
+        p, order = job.nranks, job.ring_order()
+        heap = HeapTree(p)
+        v = ring_position(job, rank)
+        v = v if tree == 0 else p - 1 - v
+
+        def rank_of(u: int) -> int:
+            return order[u] if tree == 0 else order[p - 1 - u]
+
+        self.tree = tree
+        parent = heap.parent(v)
+        self.parent = None if parent is None else rank_of(parent)
+        # A child passes chunk i up at the tick its parent combines it (the two must meet).
+        self.send_up = 0 if parent is None else heap.height(parent) - 1
+        self.children = [rank_of(c) for c in heap.children(v)]
+        self.height, self.depth, self.top = heap.height(v), heap.depth(v), heap.depth_of_tree
+        self.offset, self.count = block(job.count, 2, tree)
+        self.chunks = chunk_count(job, self.count)
+
+    def ticks(self) -> int:
+        return self.chunks + 2 * self.top - 1
+
+    def ops(self, tick: int) -> Iterator[Op]:
+        """The transfers this role posts at ``tick``."""
+        up_in, up_out = tick - self.height + 1, tick - self.send_up
+        down_in, down_out = tick - self.top - self.depth + 1, tick - self.top - self.depth
+        if self.children and 0 <= up_in < self.chunks:
+            region = self._chunk(up_in)
+            for child in self.children:
+                yield Recv(child, _tag(self.tree, UP, up_in), *region, reduce=True)
+        if self.parent is not None and 0 <= up_out < self.chunks:
+            yield Send(self.parent, _tag(self.tree, UP, up_out), *self._chunk(up_out))
+        if self.parent is not None and 0 <= down_in < self.chunks:
+            yield Recv(self.parent, _tag(self.tree, DOWN, down_in), *self._chunk(down_in))
+        if self.children and 0 <= down_out < self.chunks:
+            region = self._chunk(down_out)
+            for child in self.children:
+                yield Send(child, _tag(self.tree, DOWN, down_out), *region)
+
+    def _chunk(self, index: int) -> tuple[int, int]:
+        return chunk_region(self.offset, self.count, self.chunks, index)
+
+
+def _double_tree_cost(c: Cost) -> float:
+    """A model of the ticks (H = ⌊log p⌋, k chunks of c = n/(2k) per tree): a chunk needs 2H
+    ticks up and down a tree, each hop sharing a port with its sibling's (2c·β, 2c·γ for the
+    combine), one less for the lone deepest leaf when p = 2^H; each of the k-1 further chunks
+    adds a tick in which a port carries four chunks, two up and two down (p = 3 and 4 carry
+    only three, and run up to a quarter faster). For p = 2 each tree is one hop: k+1 ticks
+    moving 2k chunks per port."""
+    if c.p == 1:
+        return 0.0
+    k = cost_chunks(c.n / 2, c.params)
+    per_chunk = c.n / (2 * k) * (2 * c.beta + c.gamma)
+    if c.p == 2:
+        return (k + 1) * c.alpha + k * per_chunk
+    top = c.p.bit_length() - 1
+    lone_leaf = 1 if c.p == 1 << top else 0
+    return (2 * top + k - 1) * c.alpha + (2 * top - lone_leaf + 2 * (k - 1)) * per_chunk
+
+
+@register(
+    "allreduce", "double_binary_tree",
+    formula="k = ⌈n/(2·chunk)⌉, c = n/(2k), H = ⌊log p⌋: (2H + k - 1)·α + "
+            "(2H - [p = 2^H] + 2(k-1))·c·(2β + γ); p = 2: (k+1)·α + k·c·(2β + γ) "
+            "(a model: an upper bound on switch, up to ~20% above the simulation for p ≥ 5, "
+            "~30% for p = 3, 4)",
+    cost=_double_tree_cost,
+    source="Sanders, Speck & Träff 2009 (two-tree); NCCL 2.4 tree allreduce",
+    summary="two complementary binary trees (heap order and its mirror; NCCL uses in-order "
+            "trees), each reducing then broadcasting half the data in pipelined chunks",
+    exact="contention",
+    params=("chunk_size",),
+)
+def double_binary_tree_allreduce(rank: int, job: Job) -> Program:
+    """Both trees' up and down transfers for the same tick are posted as one step."""
+    if job.nranks == 1:
+        return
+    roles = [_Role(job, rank, tree) for tree in (0, 1)]
+    for tick in range(max(role.ticks() for role in roles)):
+        ops = tuple(op for role in roles for op in role.ops(tick))
+        if ops:
+            yield ops

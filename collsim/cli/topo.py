@@ -1,0 +1,57 @@
+"""``collsim topo show FILE``: a topology's figures (GPUs, nodes, links by kind, per-GPU
+injection bandwidth, bisection bandwidth) and, with ``--image``, a drawing of it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from collsim.errors import InputError
+from collsim.hardware.loader import load_topology, parse_override
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "topo", help="inspect a topology file",
+        description="Inspect a topology file: its figures and a drawing.")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    show = actions.add_parser(
+        "show", help="print a topology's figures; draw it with --image",
+        description="Print a topology's GPUs, nodes, links by kind, per-GPU injection "
+                    "bandwidth and bisection bandwidth (first half of the GPUs to the rest); "
+                    "draw it to an image file with --image.")
+    show.add_argument("file", metavar="FILE", help="topology YAML file")
+    show.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a topology key (dotted for nested keys), e.g. nodes=16")
+    show.add_argument("--image", metavar="PATH",
+                      help="draw the topology to PATH (.png, .svg or .pdf)")
+    show.add_argument("--no-bisection", action="store_true",
+                      help="skip the bisection max-flow (slow on thousands of GPUs)")
+    show.set_defaults(func=show_topology)
+
+
+def show_topology(args: argparse.Namespace) -> int:
+    from collsim.hardware.summary import format_summary, summarize
+
+    if args.image:
+        _check_image_path(Path(args.image))
+    overrides = dict(parse_override(text) for text in args.set)
+    topology = load_topology(args.file, overrides)
+    print(format_summary(summarize(topology, with_bisection=not args.no_bisection)))
+    if args.image:
+        from collsim.hardware.draw import draw
+
+        print(f"drawing         {draw(topology, args.image)}")
+    return 0
+
+
+def _check_image_path(path: Path) -> None:
+    """Fail before the work if matplotlib cannot write ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    formats = FigureCanvasAgg.get_supported_filetypes()
+    if path.suffix.lstrip(".").lower() not in formats:
+        raise InputError(f"cannot draw to {path}: the name must end in one of "
+                         f"{', '.join('.' + f for f in sorted(formats))}", key="--image")
+    if not path.parent.is_dir():
+        raise InputError(f"cannot draw to {path}: no directory {path.parent}", key="--image")
