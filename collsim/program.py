@@ -12,6 +12,12 @@ when its bytes have arrived; a receive completes then too, after combining the d
 the local buffer with the collective's operator when ``reduce=True``. A program that sends
 in one step and receives in a later one, while its peer does the same, deadlocks: post the
 send and the receive in the same step.
+
+Within a step, local operations (copies, reductions) apply first, in the order listed; then
+each send takes its region as it stands; received data lands after that. So a step may
+pack a region with copies and send it, and a step that sends a region and receives into
+it exchanges the old contents. (The timing engine starts a step's sends at once: a send in
+the same step as a timed ``Reduce`` does not wait for it, so programs keep those apart.)
 """
 
 from __future__ import annotations

@@ -69,6 +69,9 @@ def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> di
     if dtype not in DTYPES:
         raise InputError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}",
                          key="param.dtype")
+    if checked.get("chunk_size", 0) % DTYPES[dtype]:
+        raise InputError(f"chunk_size {checked['chunk_size']} B is not a whole number of "
+                         f"{dtype} elements ({DTYPES[dtype]} B each)", key="param.chunk_size")
     return checked
 
 

@@ -144,3 +144,23 @@ def test_one_rank_and_zero_bytes(machine):
     zero = simulate(machine, "allreduce", "ring", 4, 0)
     assert close(zero.time_s, 2 * 3 * ALPHA)
     assert zero.algbw_GBps == 0
+
+
+def test_a_send_carries_its_region_as_the_step_began_whatever_the_order_of_ops():
+    # Ranks 0 and 1 swap element 0 in one step, each listing its receive first: both must
+    # send their original value, in the data interpreter as in a real exchange.
+    import numpy as np
+
+    from collsim.engine.data import run_data
+
+    def program(rank, job):
+        yield (Recv(1 - rank, 0, 0, 1), Send(1 - rank, 0, 0, 1))
+
+    buffers = [{"buf": np.array([10.0])}, {"buf": np.array([20.0])}]
+    run_data(program, Job("allreduce", 2, 1), "sum", buffers)
+    assert buffers[0]["buf"][0] == 20.0 and buffers[1]["buf"][0] == 10.0
+
+
+def test_chunk_size_must_be_whole_elements(machine):
+    with pytest.raises(InputError, match="not a whole number of float32 elements"):
+        simulate(machine, "broadcast", "chain", 4, 4096, {"chunk_size": 1022})

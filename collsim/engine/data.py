@@ -69,21 +69,35 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
     def post(rank: int, step) -> None:
         ops = step if isinstance(step, (tuple, list)) else (step,)
         waiting_on[rank] = list(ops)
+        # A step's local operations apply first, in order; then every send takes its region
+        # as it stands, whatever a receive of the same step may deliver into it.
         for o in ops:
+            if isinstance(o, (Reduce, Copy)):
+                src = _region(buffers[rank], o.src_buf, o.src_offset, o.count, rank, o)
+                dst = _region(buffers[rank], o.dst_buf, o.dst_offset, o.count, rank, o)
+                if isinstance(o, Reduce):
+                    ufunc(dst, src, out=dst)
+                else:
+                    dst[...] = src
+            elif not isinstance(o, (Send, Recv)):
+                raise SimulationError(f"rank {rank}: the program yielded {o!r}, not an operation")
+        knowledge = heard[rank]
+        snapshots = [_region(buffers[rank], o.buf, o.offset, o.count, rank, o).copy()
+                     if isinstance(o, Send) else None for o in ops]
+        for o, snapshot in zip(ops, snapshots, strict=True):
             if isinstance(o, (Send, Recv)):
                 if not 0 <= o.peer < p or o.peer == rank:
                     raise SimulationError(f"rank {rank}: {o} names an invalid peer")
                 outstanding[rank] += 1
                 if isinstance(o, Send):
                     key = (rank, o.peer, o.tag)
-                    data = _region(buffers[rank], o.buf, o.offset, o.count, rank, o).copy()
                     queue = recvs.get(key)
                     if queue:
-                        deliver(rank, o.peer, queue.popleft(), data, heard[rank])
+                        deliver(rank, o.peer, queue.popleft(), snapshot, knowledge)
                         if not queue:
                             del recvs[key]
                     else:
-                        sends.setdefault(key, deque()).append((data, heard[rank]))
+                        sends.setdefault(key, deque()).append((snapshot, knowledge))
                 else:
                     key = (o.peer, rank, o.tag)
                     queue = sends.get(key)
@@ -93,15 +107,6 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
                             del sends[key]
                     else:
                         recvs.setdefault(key, deque()).append(o)
-            elif isinstance(o, (Reduce, Copy)):
-                src = _region(buffers[rank], o.src_buf, o.src_offset, o.count, rank, o)
-                dst = _region(buffers[rank], o.dst_buf, o.dst_offset, o.count, rank, o)
-                if isinstance(o, Reduce):
-                    ufunc(dst, src, out=dst)
-                else:
-                    dst[...] = src
-            else:
-                raise SimulationError(f"rank {rank}: the program yielded {o!r}, not an operation")
 
     done = [False] * p
     progress = True
