@@ -23,22 +23,24 @@ def ring_reducescatter_steps(rank: int, job: Job, tag0: int = 0) -> Program:
     """p-1 steps after which rank r holds block r of ``buf`` combined over every rank."""
     p, n = job.nranks, job.count
     ring, pos, right, left = _neighbours(rank, job)
+    out_off, out_len = block(n, p, ring[(pos - 1) % p])
     for step in range(p - 1):
-        out_off, out_len = block(n, p, ring[(pos - step - 1) % p])
         in_off, in_len = block(n, p, ring[(pos - step - 2) % p])
         yield (Send(right, tag0 + step, out_off, out_len),
                Recv(left, tag0 + step, in_off, in_len, reduce=True))
+        out_off, out_len = in_off, in_len  # what arrived is what goes on next
 
 
 def ring_allgather_steps(rank: int, job: Job, tag0: int = 0) -> Program:
     """p-1 steps that pass blocks around the ring until every rank holds every block."""
     p, n = job.nranks, job.count
     ring, pos, right, left = _neighbours(rank, job)
+    out_off, out_len = block(n, p, ring[pos])
     for step in range(p - 1):
-        out_off, out_len = block(n, p, ring[(pos - step) % p])
         in_off, in_len = block(n, p, ring[(pos - step - 1) % p])
         yield (Send(right, tag0 + step, out_off, out_len),
                Recv(left, tag0 + step, in_off, in_len))
+        out_off, out_len = in_off, in_len  # what arrived is what goes on next
 
 
 def _ring_allreduce_cost(c: Cost) -> float:
