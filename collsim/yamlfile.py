@@ -86,12 +86,16 @@ def parse_yaml(text: str, file: str = "<string>") -> Document:
     return Document(data, file, lines)
 
 
+def read_text(path: str | Path, what: str = "file") -> str:
+    """A UTF-8 file's text; a missing or unreadable one is an InputError naming ``what``."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"no such {what}", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {what}: {exc}", file=str(path)) from None
+
+
 def load_yaml(path: str | Path) -> Document:
     """Read and parse a YAML file; a missing or unreadable file is an InputError."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such file", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read file: {exc}", file=str(path)) from None
-    return parse_yaml(text, str(path))
+    return parse_yaml(read_text(path), str(path))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from collsim.errors import InputError
+from collsim.yamlfile import read_text
 
 # DESIGN.md's columns, in order: the point's inputs, then what was measured.
 INPUT_COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes")
@@ -83,12 +84,7 @@ class TableWriter:
 
 def read_raw(path: Path) -> tuple[list[str], list[list[str]]]:
     """Header and rows as text; a last row cut short by a crash is dropped, not an error."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such results table", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read results table: {exc}", file=str(path)) from None
+    text = read_text(path, "results table")
     complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
     records = list(csv.reader(io.StringIO(complete)))
     if not records:
