@@ -22,7 +22,6 @@ from simpy.core import NORMAL
 
 from collsim.hardware.topology import Topology
 
-
 SAME_RATE = 1e-12  # relative difference below which two fair shares are one rate
 
 
