@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from collsim.errors import InputError
 from collsim.hardware.loader import topology_from_text
 from collsim.hardware.placement import local_ring, place_ranks, ring_order
 from collsim.hardware.topology import switch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CLUSTER = """
 kind: cluster
@@ -103,3 +106,39 @@ def test_topo_show_prints_figures_and_draws(tmp_path, capsys):
     assert "8 on 2 nodes" in out and "nvlink" in out and "100 GB/s to its node" in out
     assert "25 GB/s into the network" in out and "bisection       100 GB/s" in out
     assert image.stat().st_size > 10_000
+
+
+def _node_crossings(program, job) -> int:
+    """Messages a program sends from one node to another (its steps, not its timing)."""
+    from collsim.program import Send
+
+    crossings = 0
+    for rank in range(job.nranks):
+        for step in program(rank, job):
+            for op in step if isinstance(step, tuple) else (step,):
+                if isinstance(op, Send) and job.node_of(rank) != job.node_of(op.peer):
+                    crossings += 1
+    return crossings
+
+
+def test_binomial_trees_follow_the_machine_whatever_the_placement():
+    """Spread placement alternates nodes rank by rank. The tree numbers ranks along the
+    topology-aware ring, so only its top level crosses the network (one message between two
+    nodes), as with packed ranks; numbered by rank id, half its messages would cross."""
+    from dataclasses import replace
+
+    from collsim.algorithms import get_algorithm
+    from collsim.hardware.loader import load_topology
+    from collsim.simulate import make_job, simulate
+
+    cluster = load_topology(ROOT / "topologies" / "h100-cluster.yaml", {"nodes": 2})
+    for collective in ("broadcast", "reduce"):
+        algorithm = get_algorithm(collective, "binomial")
+        for placement in ("packed", "spread"):
+            job, _ = make_job(cluster, algorithm, 16, 2**20, {"placement": placement})
+            assert _node_crossings(algorithm.program, job) == 1
+        assert _node_crossings(algorithm.program, replace(job, ring=())) == 8
+        packed = simulate(cluster, collective, "binomial", 16, 2**20).time_s
+        spread = simulate(cluster, collective, "binomial", 16, 2**20,
+                          {"placement": "spread"}).time_s
+        assert spread == pytest.approx(packed, rel=1e-12)

@@ -1,8 +1,11 @@
 """Binomial (minimum-spanning-tree) algorithms: ceil(log2 p) rounds, latency-optimal.
 
-Ranks are numbered relative to the root (``v = rank - root mod p``); the subtree of ``v`` is
-the ranks ``v .. v + lowbit(v) - 1``. Gather and scatter move a subtree's blocks, which wrap
-around the end of the buffer when the root is not rank 0 (see :mod:`wrap`).
+Broadcast and reduce number the ranks by their place in the topology-aware ring order,
+counted from the root, so that a subtree (positions ``v .. v + lowbit(v) - 1``) is a run of
+neighbours on the machine: the lower levels stay inside a node and only the top levels
+cross the network, as NCCL's trees do. Gather and scatter number ranks relative to the root
+(``v = rank - root mod p``) because a subtree's blocks must be a run of the buffer; they
+wrap around its end when the root is not rank 0 (see :mod:`wrap`).
 
 A parent receives from its children one after another, and a child's transfer starts only when
 its parent posts the receive, so a short subtree that is ready early waits its turn instead of
@@ -11,6 +14,7 @@ sharing the parent's port: the closed forms hold for every p, not only powers of
 
 from __future__ import annotations
 
+from collsim.algorithms.order import rooted_order
 from collsim.algorithms.registry import Cost, register
 from collsim.algorithms.wrap import wrapped_regions
 from collsim.program import Job, Program, Recv, Send
@@ -22,19 +26,19 @@ def binomial_broadcast_steps(rank: int, job: Job, root: int | None = None, tag: 
                              offset: int = 0, count: int | None = None) -> Program:
     """Broadcast ``buf[offset:offset+count]`` from ``root`` down a binomial tree."""
     p = job.nranks
-    root = job.root if root is None else root
     count = job.count if count is None else count
-    vrank = (rank - root) % p
+    order = rooted_order(job, job.root if root is None else root)
+    vrank = order.index(rank) if job.ring else (rank - order[0]) % p
     mask = 1
     while mask < p:
         if vrank & mask:
-            yield Recv((vrank - mask + root) % p, tag, offset, count)
+            yield Recv(order[vrank - mask], tag, offset, count)
             break
         mask <<= 1
     mask >>= 1
     while mask > 0:
         if vrank + mask < p:
-            yield Send((vrank + mask + root) % p, tag, offset, count)
+            yield Send(order[vrank + mask], tag, offset, count)
         mask >>= 1
 
 
@@ -42,17 +46,17 @@ def binomial_reduce_steps(rank: int, job: Job, root: int | None = None, tag: int
                           offset: int = 0, count: int | None = None) -> Program:
     """Combine ``buf[offset:offset+count]`` of every rank at ``root`` up a binomial tree."""
     p = job.nranks
-    root = job.root if root is None else root
     count = job.count if count is None else count
-    vrank = (rank - root) % p
+    order = rooted_order(job, job.root if root is None else root)
+    vrank = order.index(rank) if job.ring else (rank - order[0]) % p
     mask = 1
     while mask < p:
         if vrank & mask:
-            yield Send((vrank - mask + root) % p, tag, offset, count)
+            yield Send(order[vrank - mask], tag, offset, count)
             break
         child = vrank | mask
         if child < p:
-            yield Recv((child + root) % p, tag, offset, count, reduce=True)
+            yield Recv(order[child], tag, offset, count, reduce=True)
         mask <<= 1
 
 
