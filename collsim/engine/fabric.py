@@ -76,8 +76,6 @@ class Fabric:
         self._freed: list[Channel] = []
         self._settle_pending = False
         self.transfers = 0
-        self.bytes_moved = 0.0
-        self.rate_updates = 0
         self._flow_callbacks = [self._flow_event]
 
     def route(self, src: int, dst: int) -> tuple[tuple[Channel, ...], float, float]:
@@ -99,7 +97,6 @@ class Fabric:
         route = self._routes.get((src, dst))
         channels, latency, bottleneck = route if route else self.route(src, dst)
         self.transfers += 1
-        self.bytes_moved += size
         if size <= 0 or not channels:
             self._call_at(latency, on_done, token)
             return
@@ -275,7 +272,6 @@ class Fabric:
             rate = rates[flow]
             if flow.drain_at >= 0 and rate == flow.rate and shared == flow.shared:
                 continue  # same rate, same kind of event: the scheduled one still holds
-            self.rate_updates += 1
             flow.rate = rate
             flow.drain_at = now + remaining[flow] / rate
             flow.shared = shared

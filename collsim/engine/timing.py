@@ -44,8 +44,6 @@ class TimingRun:
     time: float               # completion of the slowest rank, seconds
     finish: list[float]       # completion of each rank
     transfers: int            # point-to-point messages moved
-    bytes_moved: float
-    rate_updates: int         # times a transfer's rate was (re)granted
 
 
 class TimingEngine:
@@ -85,8 +83,7 @@ class TimingEngine:
         if stuck:
             raise SimulationError(self._deadlock_message(stuck))
         finish = [s.finished_at for s in self.ranks]
-        return TimingRun(max(finish, default=0.0), finish, self.fabric.transfers,
-                         self.fabric.bytes_moved, self.fabric.rate_updates)
+        return TimingRun(max(finish, default=0.0), finish, self.fabric.transfers)
 
     def _deadlock_message(self, stuck: list[RankState]) -> str:
         waits: dict[int, list] = {}
