@@ -23,6 +23,10 @@ from simpy.core import NORMAL
 from collsim.hardware.topology import Topology
 
 SAME_RATE = 1e-12  # relative difference below which two fair shares are one rate
+LOCAL_ROUNDS = 3   # rounds of growing the group before recomputing whole components
+LOCAL_GROUP = 64   # transfers in the group (or an eighth of it on one link) beyond which
+                   # whole components are recomputed instead
+TOLERANCE = 1e-10  # relative slack of "full" and "fastest" when checking max-min optimality
 
 
 class Channel:
@@ -65,6 +69,10 @@ class Flow(simpy.Event):
 
 class Fabric:
     """Moves bytes between GPUs of a topology on a SimPy environment."""
+
+    # Recompute rates only as far as they change (False: over every connected transfer, the
+    # reference the tests compare against).
+    local_updates = True
 
     def __init__(self, env: simpy.Environment, topology: Topology) -> None:
         self.env = env
@@ -180,30 +188,124 @@ class Fabric:
     def _settle(self, _event: simpy.Event) -> None:
         """Grant rates to transfers that started, and to those next to ones that stopped."""
         self._settle_pending = False
-        now = self.env.now
-        seeds = self._started
+        now = self.env._now
+        group: dict[Flow, None] = dict.fromkeys(f for f in self._started if f.attached)
         self._started = []
         freed, self._freed = self._freed, []
         for channel in freed:
-            seeds.extend(channel.flows)
-        done: set[int] = set()
-        for flow in seeds:
-            if id(flow) in done or not flow.attached:
-                continue
-            component = self._component(flow, now)
-            done.update(map(id, component))
-            if component:
-                self._share(component, now)
+            group.update(dict.fromkeys(channel.flows))
+        if not group:
+            return
+        if self.local_updates:
+            self._regrant(group, now)
+        else:
+            self._regrant_components(group, now)
+
+    def _regrant_components(self, group: dict[Flow, None], now: float) -> None:
+        """Max-min rates recomputed over every transfer connected to ``group``."""
+        done: set[Flow] = set()
+        for flow in group:
+            if flow not in done and flow.attached:
+                component = self._component(flow, now)
+                done.update(component)
+                if component:
+                    self._apply(dict.fromkeys(component), self._fill(component), now,
+                                closed=True)
+
+    def _regrant(self, group: dict[Flow, None], now: float) -> None:
+        """Max-min rates after a change, recomputed only as far as they change.
+
+        The transfers next to the change are filled again with everyone else's rates held
+        as background load; the result is max-min fair exactly when every transfer, inside
+        the group or beside it, still has a bottleneck: a full link on which no transfer
+        goes faster. Transfers failing that join the group and it is filled again.
+        """
+        for _ in range(LOCAL_ROUNDS):
+            if len(group) > LOCAL_GROUP or any(len(channel.flows) > LOCAL_GROUP // 8
+                                               for flow in group for channel in flow.channels):
+                break
+            self._drop_drained(group, now)
+            if not group:
+                return
+            rates = self._fill(list(group), background=True)
+            joining = self._without_bottleneck(group, rates)
+            if not joining:
+                self._apply(group, rates, now)
+                return
+            group.update(joining)
+        # The change reaches far, or crosses crowded links (all-to-all): one pass over
+        # everything connected is cheaper than checking a large group transfer by transfer.
+        self._regrant_components(group, now)
+
+    def _drop_drained(self, group: dict[Flow, None], now: float) -> None:
+        """Detach transfers whose last byte has left (they take no bandwidth any more); the
+        transfers beside them join the group, since they may now go faster."""
+        stack = list(group)
+        while stack:
+            flow = stack.pop()
+            if not flow.attached:
+                group.pop(flow, None)
+            elif 0 <= flow.drain_at <= now:
+                group.pop(flow, None)
+                flow.attached = False
+                for channel in flow.channels:
+                    del channel.flows[flow]
+                    for other in channel.flows:
+                        if other not in group:
+                            group[other] = None
+                            stack.append(other)
+            for channel in flow.channels if flow.attached else ():
+                for other in list(channel.flows):
+                    if other not in group and 0 <= other.drain_at <= now:
+                        stack.append(other)
+
+    def _without_bottleneck(self, group: dict[Flow, None], rates: dict[Flow, float]
+                            ) -> dict[Flow, None]:
+        """Transfers that break max-min optimality under ``rates`` (others keep theirs)."""
+        load: dict[Channel, tuple[float, float]] = {}
+
+        def channel_state(channel: Channel) -> tuple[float, float]:
+            state = load.get(channel)
+            if state is None:
+                total = fastest = 0.0
+                for flow in channel.flows:
+                    rate = rates.get(flow, flow.rate)
+                    total += rate
+                    if rate > fastest:
+                        fastest = rate
+                state = load[channel] = (total, fastest)
+            return state
+
+        def has_bottleneck(flow: Flow, rate: float) -> bool:
+            for channel in flow.channels:
+                total, fastest = channel_state(channel)
+                if total >= channel.bandwidth * (1 - TOLERANCE) and \
+                        rate >= fastest * (1 - TOLERANCE):
+                    return True
+            return False
+
+        joining: dict[Flow, None] = {}
+        for flow in group:
+            rate = rates[flow]
+            if not has_bottleneck(flow, rate):
+                for channel in flow.channels:
+                    for other in channel.flows:
+                        if other not in group and other.rate > rate:
+                            joining[other] = None
+        for flow in group:
+            for channel in flow.channels:
+                for other in channel.flows:
+                    if other not in group and other not in joining \
+                            and not has_bottleneck(other, other.rate):
+                        joining[other] = None
+        return joining
 
     def _component(self, start: Flow, now: float) -> list[Flow]:
-        """The moving transfers connected to ``start`` through shared links.
-
-        Transfers whose last byte has already left are detached on the way: they no longer
-        take bandwidth, though their delivery is still pending.
-        """
+        """The moving transfers connected to ``start`` through shared links (the reference
+        computation, and the one used when ``local_updates`` is off)."""
         component: dict[Flow, None] = {}
         stack = [start]
-        seen_channels: set[int] = set()
+        seen_channels: set[Channel] = set()
         while stack:
             flow = stack.pop()
             if flow in component or not flow.attached:
@@ -215,35 +317,37 @@ class Fabric:
                 continue
             component[flow] = None
             for channel in flow.channels:
-                if id(channel) not in seen_channels:
-                    seen_channels.add(id(channel))
+                if channel not in seen_channels:
+                    seen_channels.add(channel)
                     stack.extend(channel.flows)
         return list(component)
 
-    def _share(self, flows: list[Flow], now: float) -> None:
-        """Max-min fair rates for a connected set of transfers (progressive filling).
+    def _fill(self, flows: list[Flow], background: bool = False) -> dict[Flow, float]:
+        """Max-min fair rates for ``flows`` by progressive filling; with ``background`` the
+        other transfers on their links keep their rates and only what is left is shared.
 
         Links wait in a heap by fair share (capacity left / transfers left). Freezing the
         transfers of the tightest link at its share can only raise the others' shares, so a
         popped entry whose share has since risen is pushed back with its new value.
         """
-        remaining = {}
-        for flow in flows:
-            remaining[flow] = flow.size if flow.drain_at < 0 else \
-                (flow.drain_at - now) * flow.rate
+        members = dict.fromkeys(flows)
         capacity: dict[Channel, float] = {}
         users: dict[Channel, int] = {}
         for flow in flows:
             for channel in flow.channels:
                 if channel in users:
                     users[channel] += 1
-                else:
-                    capacity[channel] = channel.bandwidth
-                    users[channel] = 1
+                    continue
+                users[channel] = 1
+                left = channel.bandwidth
+                if background:
+                    for other in channel.flows:
+                        if other not in members:
+                            left -= other.rate
+                capacity[channel] = left if left > 0 else 0.0
         order = {channel: index for index, channel in enumerate(users)}
         heap = [(capacity[c] / users[c], order[c], c) for c in users]
         heapq.heapify(heap)
-        shared = len(flows) > 1
         rates: dict[Flow, float] = {}
         level = 0.0
         while heap:
@@ -258,21 +362,35 @@ class Fabric:
             # Shares equal but for rounding become one rate, so that transfers which should
             # finish together do (else each would be an instant of its own, each recomputing
             # every rate: all-to-all at 256 ranks went from minutes to seconds).
-            if current <= level * (1 + SAME_RATE):
+            if abs(current - level) <= level * SAME_RATE:
                 current = level
             level = share = current
             for flow in bottleneck.flows:
-                if flow in rates:
+                if flow in rates or flow not in members:
                     continue
                 rates[flow] = share
                 for channel in flow.channels:
                     capacity[channel] -= share
                     users[channel] -= 1
-        for flow in flows:
-            rate = rates[flow]
+        return rates
+
+    def _apply(self, group: dict[Flow, None], rates: dict[Flow, float], now: float,
+               closed: bool = False) -> None:
+        """Give ``group`` its new rates and reschedule every transfer whose rate, or whether
+        it shares a link with another, changed (a superseded event is ignored). Unless the
+        group is ``closed`` (a whole component), its neighbours are looked at too."""
+        affected: dict[Flow, None] = dict(group)
+        if not closed:
+            for member in group:
+                for channel in member.channels:
+                    affected.update(dict.fromkeys(channel.flows))
+        for flow in affected:
+            rate = rates.get(flow, flow.rate)
+            shared = any(len(c.flows) > 1 for c in flow.channels)
             if flow.drain_at >= 0 and rate == flow.rate and shared == flow.shared:
-                continue  # same rate, same kind of event: the scheduled one still holds
+                continue  # same rate, same kind of event: the scheduled one holds
+            remaining = flow.size if flow.drain_at < 0 else (flow.drain_at - now) * flow.rate
             flow.rate = rate
-            flow.drain_at = now + remaining[flow] / rate
+            flow.drain_at = now + remaining / rate
             flow.shared = shared
             self._schedule_flow(flow, now)
