@@ -57,9 +57,9 @@ class Flow(simpy.Event):
     shared = False    # True while another moving transfer shares a link with it
     attached = True   # still counted on its links
 
-    def __init__(self, env: simpy.Environment, channels: tuple[Channel, ...], size: float,
-                 latency: float, on_done: Callable[[object], None], token: object) -> None:
-        self.env = env
+    def __init__(self, channels: tuple[Channel, ...], size: float, latency: float,
+                 on_done: Callable[[object], None], token: object) -> None:
+        # No Event.__init__: SimPy's loop reads only callbacks, _ok and _value of an event.
         self.channels = channels
         self.size = size
         self.latency = latency
@@ -108,7 +108,7 @@ class Fabric:
         if size <= 0 or not channels:
             self._call_at(latency, on_done, token)
             return
-        flow = Flow(self.env, channels, size, latency, on_done, token)
+        flow = Flow(channels, size, latency, on_done, token)
         idle = True
         for channel in channels:
             if channel.flows:
@@ -118,10 +118,14 @@ class Fabric:
             # The common case: nothing else on the route, so the bottleneck link's full
             # bandwidth, granted now. A transfer joining later, even at this same instant,
             # finds this one on its links and the two are shared from then on.
-            now = self.env._now
+            env = self.env
+            now = env._now
             flow.rate = bottleneck
-            flow.drain_at = now + size / bottleneck
-            self._schedule_flow(flow, now)
+            flow.drain_at = drain = now + size / bottleneck
+            delay = drain + latency - now  # as _schedule_flow, inlined: the hot path
+            flow.due = now + delay
+            flow.callbacks = self._flow_callbacks
+            env.schedule(flow, NORMAL, delay)
         else:
             self._started.append(flow)
             self._request_settle()
