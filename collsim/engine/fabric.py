@@ -29,6 +29,17 @@ LOCAL_GROUP = 64   # transfers in the group (or an eighth of it on one link) bey
 TOLERANCE = 1e-10  # relative slack of "full" and "fastest" when checking max-min optimality
 
 
+def call_later(env: simpy.Environment, delay: float, callback: Callable[[object], None],
+               argument: object = None) -> None:
+    """Call ``callback(argument)`` ``delay`` seconds from now: a bare event, the cheapest
+    thing SimPy schedules (no Timeout, no process)."""
+    event = simpy.Event(env)
+    event._ok = True
+    event._value = None
+    event.callbacks.append(lambda _: callback(argument))
+    env.schedule(event, NORMAL, delay)
+
+
 class Channel:
     """The engine's view of one directed link: its bandwidth and the transfers on it."""
 
@@ -136,21 +147,13 @@ class Fabric:
                  ) -> None:
         if delay <= 0:
             callback(token)
-            return
-        event = simpy.Event(self.env)
-        event._ok = True
-        event._value = None
-        event.callbacks.append(lambda _: callback(token))
-        self.env.schedule(event, NORMAL, delay)
+        else:
+            call_later(self.env, delay, callback, token)
 
     def _request_settle(self) -> None:
         if not self._settle_pending:
             self._settle_pending = True
-            event = simpy.Event(self.env)
-            event._ok = True
-            event._value = None
-            event.callbacks.append(self._settle)
-            self.env.schedule(event, NORMAL, 0)
+            call_later(self.env, 0, self._settle)
 
     def _schedule_flow(self, flow: Flow, now: float) -> None:
         """Schedule ``flow``'s next milestone: when its last byte leaves if it shares a link
@@ -189,7 +192,7 @@ class Fabric:
 
     # -- rates ------------------------------------------------------------------------------
 
-    def _settle(self, _event: simpy.Event) -> None:
+    def _settle(self, _: object = None) -> None:
         """Grant rates to transfers that started, and to those next to ones that stopped."""
         self._settle_pending = False
         now = self.env._now

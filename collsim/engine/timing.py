@@ -11,10 +11,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import simpy
-from simpy.core import NORMAL
 
 from collsim.engine.data import deadlock_message
-from collsim.engine.fabric import Fabric
+from collsim.engine.fabric import Fabric, call_later
 from collsim.errors import SimulationError
 from collsim.hardware.topology import Topology
 from collsim.program import Copy, Job, ProgramFactory, Recv, Reduce, Send
@@ -208,8 +207,4 @@ class TimingEngine:
         now = self.env.now
         start = state.reduce_free_at if state.reduce_free_at > now else now
         state.reduce_free_at = start + cost
-        event = simpy.Event(self.env)
-        event._ok = True
-        event._value = None
-        event.callbacks.append(lambda _: self._op_done(state))  # rare: only when gamma > 0
-        self.env.schedule(event, NORMAL, state.reduce_free_at - now)
+        call_later(self.env, state.reduce_free_at - now, self._op_done, state)
