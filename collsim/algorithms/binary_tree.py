@@ -48,12 +48,13 @@ def binary_tree_broadcast(rank: int, job: Job) -> Program:
     parent = tree.parent(v)
     children = [order[c] for c in tree.children(v)]
     chunks = chunk_count(job, job.count)
+    regions = [chunk_region(0, job.count, chunks, i) for i in range(chunks)]
+    source = None if parent is None else order[parent]
     for i in range(chunks + 1):
         ops: list[Op] = []
         if i >= 1:
-            region = chunk_region(0, job.count, chunks, i - 1)
-            ops.extend(Send(child, i - 1, *region) for child in children)
-        if parent is not None and i < chunks:
-            ops.append(Recv(order[parent], i, *chunk_region(0, job.count, chunks, i)))
+            ops.extend(Send(child, i - 1, *regions[i - 1]) for child in children)
+        if source is not None and i < chunks:
+            ops.append(Recv(source, i, *regions[i]))
         if ops:
             yield tuple(ops)

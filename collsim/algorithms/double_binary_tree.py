@@ -49,6 +49,8 @@ class _Role:
         self.height, self.depth, self.top = heap.height(v), heap.depth(v), heap.depth_of_tree
         self.offset, self.count = block(job.count, 2, tree)
         self.chunks = chunk_count(job, self.count)
+        self.regions = [chunk_region(self.offset, self.count, self.chunks, i)
+                        for i in range(self.chunks)]
 
     def ticks(self) -> int:
         return self.chunks + 2 * self.top - 1
@@ -57,21 +59,19 @@ class _Role:
         """The transfers this role posts at ``tick``."""
         up_in, up_out = tick - self.height + 1, tick - self.send_up
         down_in, down_out = tick - self.top - self.depth + 1, tick - self.top - self.depth
+        regions, tree = self.regions, self.tree
         if self.children and 0 <= up_in < self.chunks:
-            region = self._chunk(up_in)
+            tag = _tag(tree, UP, up_in)
             for child in self.children:
-                yield Recv(child, _tag(self.tree, UP, up_in), *region, reduce=True)
+                yield Recv(child, tag, *regions[up_in], reduce=True)
         if self.parent is not None and 0 <= up_out < self.chunks:
-            yield Send(self.parent, _tag(self.tree, UP, up_out), *self._chunk(up_out))
+            yield Send(self.parent, _tag(tree, UP, up_out), *regions[up_out])
         if self.parent is not None and 0 <= down_in < self.chunks:
-            yield Recv(self.parent, _tag(self.tree, DOWN, down_in), *self._chunk(down_in))
+            yield Recv(self.parent, _tag(tree, DOWN, down_in), *regions[down_in])
         if self.children and 0 <= down_out < self.chunks:
-            region = self._chunk(down_out)
+            tag = _tag(tree, DOWN, down_out)
             for child in self.children:
-                yield Send(child, _tag(self.tree, DOWN, down_out), *region)
-
-    def _chunk(self, index: int) -> tuple[int, int]:
-        return chunk_region(self.offset, self.count, self.chunks, index)
+                yield Send(child, tag, *regions[down_out])
 
 
 def _double_tree_cost(c: Cost) -> float:

@@ -15,7 +15,7 @@ and a superseded event is ignored when it fires.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import simpy
 from simpy.core import NORMAL
@@ -26,6 +26,7 @@ SAME_RATE = 1e-12  # relative difference below which two fair shares are one rat
 LOCAL_ROUNDS = 3   # rounds of growing the group before recomputing whole components
 LOCAL_GROUP = 64   # transfers in the group (or an eighth of it on one link) beyond which
                    # whole components are recomputed instead
+SMALL_COMPONENT = 16  # transfers up to which a connected component is refilled whole
 TOLERANCE = 1e-10  # relative slack of "full" and "fastest" when checking max-min optimality
 
 
@@ -53,9 +54,10 @@ class Channel:
 class Flow(simpy.Event):
     """One transfer's bytes in motion: a route, a rate, and when its last byte leaves.
 
-    A flow is itself the SimPy event of its next milestone (last byte out, or delivery),
-    scheduled again whenever its rate changes. SimPy cannot cancel a scheduled event, so an
-    entry that fires at a time other than the flow's ``due`` time is a superseded one.
+    A flow is itself the SimPy event of its next milestone, scheduled again whenever its
+    rate changes: when its last byte leaves if another transfer on its links is still
+    moving then (that one speeds up), else directly its delivery. SimPy cannot cancel a
+    scheduled event, so an entry that fires at a time other than ``due`` is a superseded one.
     """
 
     # Defaults live on the class: a flow is created per transfer, so every attribute set in
@@ -65,8 +67,10 @@ class Flow(simpy.Event):
     rate = 0.0
     drain_at = -1.0   # set when a rate is first granted
     due = -1.0        # when the one valid scheduled entry fires; -1 when none
-    shared = False    # True while another moving transfer shares a link with it
-    attached = True   # still counted on its links
+    outlasted = False  # another transfer on its links is still moving when its last byte
+                       # leaves, so the scheduled milestone is that instant, not delivery
+    attached = True   # still counted on its links (a drained transfer that frees nobody
+                      # stays counted until its delivery or the next settle on its links)
 
     def __init__(self, channels: tuple[Channel, ...], size: float, latency: float,
                  on_done: Callable[[object], None], token: object) -> None:
@@ -156,28 +160,35 @@ class Fabric:
             call_later(self.env, 0, self._settle)
 
     def _schedule_flow(self, flow: Flow, now: float) -> None:
-        """Schedule ``flow``'s next milestone: when its last byte leaves if it shares a link
-        (the others speed up then), or directly its delivery if it is alone."""
-        delay = flow.drain_at - now if flow.shared else flow.drain_at + flow.latency - now
+        """Schedule ``flow``'s next milestone: when its last byte leaves if it is outlasted
+        (the others speed up then), else directly its delivery."""
+        delay = flow.drain_at - now if flow.outlasted else flow.drain_at + flow.latency - now
         flow.due = now + delay  # the very sum SimPy's schedule() computes
         flow.callbacks = self._flow_callbacks
         self.env.schedule(flow, NORMAL, delay)
 
     def _flow_event(self, flow: Flow) -> None:
         flow.callbacks = self._flow_callbacks  # SimPy cleared them; a later entry may be valid
-        if flow.due != self.env._now:
+        env = self.env
+        now = env._now
+        if flow.due != now:
             return  # superseded by a later rate change
-        flow.due = -1.0
-        if flow.shared:
+        if flow.outlasted:
+            # The last byte has left and others on its links speed up; the flow itself is
+            # the event of its delivery, ``latency`` later.
+            flow.outlasted = False
             if flow.attached:
                 self._detach(flow)
-            self._call_at(flow.latency, flow.on_done, flow.token)
-            return
-        if flow.attached:
-            # Alone on its links since it was last scheduled: leaving frees nobody.
+            if flow.latency > 0:
+                flow.due = now + flow.latency
+                env.schedule(flow, NORMAL, flow.latency)
+                return
+        elif flow.attached:
+            # Nobody on its links outlasts it: leaving frees nobody.
             flow.attached = False
             for channel in flow.channels:
                 del channel.flows[flow]
+        flow.due = -1.0
         flow.on_done(flow.token)
 
     def _detach(self, flow: Flow) -> None:
@@ -216,10 +227,149 @@ class Fabric:
                 component = self._component(flow, now)
                 done.update(component)
                 if component:
-                    self._apply(dict.fromkeys(component), self._fill(component), now,
-                                closed=True)
+                    self._apply(component, self._fill(component), now, closed=True)
 
     def _regrant(self, group: dict[Flow, None], now: float) -> None:
+        """Max-min rates after a change: small components whole, the rest locally."""
+        large: dict[Flow, None] = {}
+        done: set[Flow] = set()      # refilled with their whole component
+        crowded: set[Flow] = set()   # met while finding a component too large to refill
+        for flow in group:
+            if not flow.attached or flow in done:
+                continue
+            if flow in crowded:
+                large[flow] = None
+                continue
+            refilled, seen = self._regrant_small(flow, now)
+            if refilled:
+                done.update(seen)
+            else:
+                large[flow] = None
+                crowded.update(seen)
+        if large:
+            self._regrant_local(large, now)
+
+    def _regrant_small(self, start: Flow, now: float) -> tuple[bool, set[Flow]]:
+        """Refill the whole component of ``start`` if it has at most SMALL_COMPONENT moving
+        transfers, else change nothing; whether it did, and the transfers it met.
+
+        Progressive filling with a scan for the tightest link, which at this size costs
+        less than :meth:`_fill`'s heap. Drained transfers met on the way are detached only
+        once the component is known to be small, since its refill is what speeds up their
+        neighbours.
+        """
+        flows = [start]
+        seen = {start}
+        drained: list[Flow] = []
+        channels: list[Channel] = []
+        index: dict[Channel, int] = {}
+        for flow in flows:
+            for channel in flow.channels:
+                if channel in index:
+                    continue
+                members = channel.flows
+                if len(members) > SMALL_COMPONENT:
+                    return False, seen
+                index[channel] = len(channels)
+                channels.append(channel)
+                if len(members) == 1:
+                    continue  # only ``flow`` itself
+                for other in members:
+                    if other not in seen:
+                        seen.add(other)
+                        if 0 <= other.drain_at <= now:
+                            drained.append(other)
+                        else:
+                            flows.append(other)
+            if len(flows) > SMALL_COMPONENT:
+                return False, seen
+        if 0 <= start.drain_at <= now:
+            drained.append(flows.pop(0))
+        for flow in drained:
+            flow.attached = False
+            for channel in flow.channels:
+                del channel.flows[flow]
+        if len(flows) == 1:
+            self._grant_alone(flows[0], now)
+        elif flows:
+            self._fill_component(flows, channels, index, now)
+        return True, seen
+
+    def _grant_alone(self, flow: Flow, now: float) -> None:
+        """A transfer alone on its links moves at its route's bottleneck bandwidth."""
+        rate = min(channel.bandwidth for channel in flow.channels)
+        if flow.drain_at >= 0 and rate == flow.rate and not flow.outlasted:
+            return
+        if flow.drain_at < 0:
+            flow.drain_at = now + flow.size / rate
+        else:
+            flow.drain_at = now + (flow.drain_at - now) * flow.rate / rate
+        flow.rate = rate
+        flow.outlasted = False
+        self._schedule_flow(flow, now)
+
+    def _fill_component(self, flows: list[Flow], channels: list[Channel],
+                        index: dict[Channel, int], now: float) -> None:
+        """Max-min rates for a whole small component by progressive filling, scanning for
+        the tightest link; a transfer's new drain time is set as it is frozen."""
+        capacity = [channel.bandwidth for channel in channels]
+        users = [len(channel.flows) for channel in channels]
+        links = range(len(channels))
+        frozen: set[Flow] = set()
+        changed: list[Flow] = []
+        level = 0.0
+        count = len(flows)
+        while len(frozen) < count:
+            share = float("inf")
+            tightest = 0
+            for i in links:
+                left = users[i]
+                if left and capacity[i] < share * left:
+                    share = capacity[i] / left
+                    tightest = i
+            if abs(share - level) <= level * SAME_RATE:
+                share = level
+            level = share
+            for flow in channels[tightest].flows:
+                if flow in frozen:
+                    continue
+                frozen.add(flow)
+                for channel in flow.channels:
+                    j = index[channel]
+                    capacity[j] -= share
+                    users[j] -= 1
+                if flow.drain_at < 0 or share != flow.rate:
+                    remaining = flow.size if flow.drain_at < 0 else \
+                        (flow.drain_at - now) * flow.rate
+                    flow.rate = share
+                    flow.drain_at = now + remaining / share
+                    changed.append(flow)
+        # A transfer is outlasted if another on one of its links drains later.
+        first = min(flow.drain_at for flow in flows)
+        last = max(flow.drain_at for flow in flows)
+        if first == last:
+            for flow in flows:
+                if flow.outlasted:
+                    flow.outlasted = False
+                    if flow not in changed:
+                        changed.append(flow)
+        else:
+            latest = [max(f.drain_at for f in channel.flows) for channel in channels]
+            for flow in flows:
+                drain = flow.drain_at
+                outlasted = False
+                for channel in flow.channels:
+                    if latest[index[channel]] > drain:
+                        outlasted = True
+                        break
+                if outlasted != flow.outlasted:
+                    flow.outlasted = outlasted
+                    if flow not in changed:
+                        changed.append(flow)
+        for flow in changed:
+            self._schedule_flow(flow, now)
+
+    def _regrant_local(self, group: dict[Flow, None], now: float) -> None:
         """Max-min rates after a change, recomputed only as far as they change.
 
         The transfers next to the change are filled again with everyone else's rates held
@@ -381,23 +531,41 @@ class Fabric:
                     users[channel] -= 1
         return rates
 
-    def _apply(self, group: dict[Flow, None], rates: dict[Flow, float], now: float,
+    def _apply(self, group: Iterable[Flow], rates: dict[Flow, float], now: float,
                closed: bool = False) -> None:
         """Give ``group`` its new rates and reschedule every transfer whose rate, or whether
-        it shares a link with another, changed (a superseded event is ignored). Unless the
-        group is ``closed`` (a whole component), its neighbours are looked at too."""
-        affected: dict[Flow, None] = dict(group)
+        another transfer on its links outlasts it, changed (a superseded event is ignored).
+        Unless the group is ``closed`` (a whole component), its neighbours are looked at too.
+        """
+        affected: Iterable[Flow] = group
         if not closed:
+            affected = dict.fromkeys(group)
             for member in group:
                 for channel in member.channels:
                     affected.update(dict.fromkeys(channel.flows))
+        changed: dict[Flow, None] = {}
         for flow in affected:
             rate = rates.get(flow, flow.rate)
-            shared = any(len(c.flows) > 1 for c in flow.channels)
-            if flow.drain_at >= 0 and rate == flow.rate and shared == flow.shared:
-                continue  # same rate, same kind of event: the scheduled one holds
+            if flow.drain_at >= 0 and rate == flow.rate:
+                continue
             remaining = flow.size if flow.drain_at < 0 else (flow.drain_at - now) * flow.rate
             flow.rate = rate
             flow.drain_at = now + remaining / rate
-            flow.shared = shared
+            changed[flow] = None
+        # A transfer needs an event when its last byte leaves only if another on its links
+        # is still moving then; the latest last byte per link decides.
+        last_out: dict[Channel, float] = {}
+        for flow in affected:
+            outlasted = False
+            for channel in flow.channels:
+                latest = last_out.get(channel)
+                if latest is None:
+                    latest = last_out[channel] = max(f.drain_at for f in channel.flows)
+                if latest > flow.drain_at:
+                    outlasted = True
+                    break
+            if outlasted != flow.outlasted:
+                flow.outlasted = outlasted
+                changed[flow] = None
+        for flow in changed:
             self._schedule_flow(flow, now)
