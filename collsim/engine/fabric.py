@@ -23,6 +23,8 @@ from simpy.core import NORMAL
 from collsim.hardware.topology import Topology
 
 SAME_RATE = 1e-12  # relative difference below which two fair shares are one rate
+SAME_TIME = 1e-12  # relative difference below which two last bytes leave together (a
+                   # transfer then frees nobody: rounding must not make an instant of its own)
 LOCAL_ROUNDS = 3   # rounds of growing the group before recomputing whole components
 LOCAL_GROUP = 64   # transfers in the group (or an eighth of it on one link) beyond which
                    # whole components are recomputed instead
@@ -98,6 +100,8 @@ class Fabric:
         self._started: list[Flow] = []
         self._freed: list[Channel] = []
         self._settle_pending = False
+        self.holding = False  # hold transfers on idle routes until release()
+        self.held: list[Flow] = []
         self.transfers = 0
         self._flow_callbacks = [self._flow_event]
 
@@ -129,7 +133,7 @@ class Fabric:
             if channel.flows:
                 idle = False
             channel.flows[flow] = None
-        if idle:
+        if idle and not self.holding:
             # The common case: nothing else on the route, so the bottleneck link's full
             # bandwidth, granted now. A transfer joining later, even at this same instant,
             # finds this one on its links and the two are shared from then on.
@@ -141,9 +145,35 @@ class Fabric:
             flow.due = now + delay
             flow.callbacks = self._flow_callbacks
             env.schedule(flow, NORMAL, delay)
+        elif idle:
+            flow.rate = bottleneck  # granted at release() if still alone then
+            self.held.append(flow)
         else:
             self._started.append(flow)
             self._request_settle()
+
+    def release(self) -> None:
+        """Grant the transfers held while ``holding``: still alone on their routes, at once;
+        else shared. Holding lets a batch started at one instant (ranks posting their
+        steps) share links from the start, instead of the first being granted a whole link
+        and then regranted."""
+        self.holding = False
+        env = self.env
+        now = env._now
+        for flow in self.held:
+            for channel in flow.channels:
+                if len(channel.flows) > 1:
+                    flow.rate = 0.0
+                    self._started.append(flow)
+                    self._request_settle()
+                    break
+            else:  # alone: the bottleneck link's full bandwidth, as in transfer()
+                flow.drain_at = drain = now + flow.size / flow.rate
+                delay = drain + flow.latency - now
+                flow.due = now + delay
+                flow.callbacks = self._flow_callbacks
+                env.schedule(flow, NORMAL, delay)
+        self.held.clear()
 
     # -- scheduling -------------------------------------------------------------------------
 
@@ -345,27 +375,31 @@ class Fabric:
                     flow.drain_at = now + remaining / share
                     changed.append(flow)
         # A transfer is outlasted if another on one of its links drains later.
-        first = min(flow.drain_at for flow in flows)
-        last = max(flow.drain_at for flow in flows)
-        if first == last:
-            for flow in flows:
-                if flow.outlasted:
-                    flow.outlasted = False
-                    if flow not in changed:
-                        changed.append(flow)
-        else:
-            latest = [max(f.drain_at for f in channel.flows) for channel in channels]
-            for flow in flows:
-                drain = flow.drain_at
-                outlasted = False
+        latest = [0.0] * len(channels)
+        first = last = flows[0].drain_at
+        for flow in flows:
+            drain = flow.drain_at
+            if drain < first:
+                first = drain
+            elif drain > last:
+                last = drain
+            for channel in flow.channels:
+                j = index[channel]
+                if drain > latest[j]:
+                    latest[j] = drain
+        together = last <= first * (1 + SAME_TIME)
+        for flow in flows:
+            outlasted = False
+            if not together:
+                drain = flow.drain_at * (1 + SAME_TIME)
                 for channel in flow.channels:
                     if latest[index[channel]] > drain:
                         outlasted = True
                         break
-                if outlasted != flow.outlasted:
-                    flow.outlasted = outlasted
-                    if flow not in changed:
-                        changed.append(flow)
+            if outlasted != flow.outlasted:
+                flow.outlasted = outlasted
+                if flow not in changed:
+                    changed.append(flow)
         for flow in changed:
             self._schedule_flow(flow, now)
 
@@ -377,6 +411,11 @@ class Fabric:
         the group or beside it, still has a bottleneck: a full link on which no transfer
         goes faster. Transfers failing that join the group and it is filled again.
         """
+        if all(flow.drain_at >= 0 for flow in group):
+            # Only departures: often every transfer beside them is held back elsewhere.
+            self._drop_drained(group, now)
+            if all(flow.drain_at >= 0 for flow in group) and self._still_fair(group):
+                return
         for _ in range(LOCAL_ROUNDS):
             if len(group) > LOCAL_GROUP or any(len(channel.flows) > LOCAL_GROUP // 8
                                                for flow in group for channel in flow.channels):
@@ -415,6 +454,31 @@ class Fabric:
                 for other in list(channel.flows):
                     if other not in group and 0 <= other.drain_at <= now:
                         stack.append(other)
+
+    def _still_fair(self, group: dict[Flow, None]) -> bool:
+        """Whether every transfer of ``group`` keeps a bottleneck at its current rate: a
+        full link on which none goes faster (then, after departures only, no rate changes,
+        since the transfers not beside them see the same links as before)."""
+        # Per link, the rate a transfer needs to have it as bottleneck: the fastest rate on
+        # it if it is full, else none (infinity).
+        needed: dict[Channel, float] = {}
+        for flow in group:
+            rate = flow.rate * (1 + TOLERANCE)
+            for channel in flow.channels:
+                limit = needed.get(channel)
+                if limit is None:
+                    total = fastest = 0.0
+                    for other in channel.flows:
+                        total += other.rate
+                        if other.rate > fastest:
+                            fastest = other.rate
+                    full = total >= channel.bandwidth * (1 - TOLERANCE)
+                    limit = needed[channel] = fastest if full else float("inf")
+                if rate >= limit:
+                    break
+            else:
+                return False
+        return True
 
     def _without_bottleneck(self, group: dict[Flow, None], rates: dict[Flow, float]
                             ) -> dict[Flow, None]:
@@ -557,11 +621,12 @@ class Fabric:
         last_out: dict[Channel, float] = {}
         for flow in affected:
             outlasted = False
+            drain = flow.drain_at * (1 + SAME_TIME)
             for channel in flow.channels:
                 latest = last_out.get(channel)
                 if latest is None:
                     latest = last_out[channel] = max(f.drain_at for f in channel.flows)
-                if latest > flow.drain_at:
+                if latest > drain:
                     outlasted = True
                     break
             if outlasted != flow.outlasted:

@@ -105,12 +105,18 @@ class TimingEngine:
             return
         self._resuming = True
         ready = self._ready
+        fabric = self.fabric
         post_send, post_recv, post = self._post_send, self._post_recv, self._post
         while ready:
             state = ready.popleft()
             for step in state.program:
                 state.posting = True
-                for op in step if type(step) is tuple or type(step) is list else (step,):
+                ops = step if type(step) is tuple or type(step) is list else (step,)
+                # A step of several transfers (a tree node feeding its children) holds
+                # them so that those sharing a link share it from the start.
+                batch = len(ops) > 2
+                fabric.holding = batch
+                for op in ops:
                     kind = type(op)
                     if kind is Send:
                         post_send(state, op)
@@ -118,6 +124,8 @@ class TimingEngine:
                         post_recv(state, op)
                     else:
                         post(state, op)
+                if batch:
+                    fabric.release()
                 state.posting = False
                 if state.pending:
                     break
