@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 
@@ -101,6 +102,12 @@ class Job:
     def ring_order(self) -> tuple[int, ...]:
         """The ranks in ring order: topology-aware when the simulator set it, else 0..p-1."""
         return self.ring or tuple(range(self.nranks))
+
+    @cached_property
+    def ring_positions(self) -> dict[int, int]:
+        """Each rank's index in :meth:`ring_order` (every rank's program asks for its own,
+        so a scan of the order each time would cost p² at p ranks)."""
+        return {rank: index for index, rank in enumerate(self.ring_order())}
 
     def node_of(self, rank: int) -> int:
         """The node (server) that ``rank`` runs on; 0 for every rank when unknown."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collsim.algorithms.chunks import chunk_count, chunk_region, cost_chunks
 from collsim.algorithms.heap_tree import HeapTree
-from collsim.algorithms.order import rooted_order
+from collsim.algorithms.order import rooted_order, rooted_position
 from collsim.algorithms.registry import Cost, register
 from collsim.program import Job, Op, Program, Recv, Send
 
@@ -44,7 +44,7 @@ def binary_tree_broadcast(rank: int, job: Job) -> Program:
     """Step i sends chunk i-1 to both children while chunk i arrives from the parent."""
     order = rooted_order(job, job.root)
     tree = HeapTree(job.nranks)
-    v = order.index(rank)
+    v = rooted_position(job, job.root, rank)
     parent = tree.parent(v)
     children = [order[c] for c in tree.children(v)]
     chunks = chunk_count(job, job.count)

@@ -14,7 +14,7 @@ sharing the parent's port: the closed forms hold for every p, not only powers of
 
 from __future__ import annotations
 
-from collsim.algorithms.order import rooted_order
+from collsim.algorithms.order import rooted_order, rooted_position
 from collsim.algorithms.registry import Cost, register
 from collsim.algorithms.wrap import wrapped_regions
 from collsim.program import Job, Program, Recv, Send
@@ -27,8 +27,9 @@ def binomial_broadcast_steps(rank: int, job: Job, root: int | None = None, tag: 
     """Broadcast ``buf[offset:offset+count]`` from ``root`` down a binomial tree."""
     p = job.nranks
     count = job.count if count is None else count
-    order = rooted_order(job, job.root if root is None else root)
-    vrank = order.index(rank) if job.ring else (rank - order[0]) % p
+    root = job.root if root is None else root
+    order = rooted_order(job, root)
+    vrank = rooted_position(job, root, rank)
     mask = 1
     while mask < p:
         if vrank & mask:
@@ -47,8 +48,9 @@ def binomial_reduce_steps(rank: int, job: Job, root: int | None = None, tag: int
     """Combine ``buf[offset:offset+count]`` of every rank at ``root`` up a binomial tree."""
     p = job.nranks
     count = job.count if count is None else count
-    order = rooted_order(job, job.root if root is None else root)
-    vrank = order.index(rank) if job.ring else (rank - order[0]) % p
+    root = job.root if root is None else root
+    order = rooted_order(job, root)
+    vrank = rooted_position(job, root, rank)
     mask = 1
     while mask < p:
         if vrank & mask:

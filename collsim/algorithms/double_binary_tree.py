@@ -13,8 +13,6 @@ is a model.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from collsim.algorithms.chunks import chunk_count, chunk_region, cost_chunks
 from collsim.algorithms.heap_tree import HeapTree
 from collsim.algorithms.order import ring_position
@@ -55,23 +53,28 @@ class _Role:
     def ticks(self) -> int:
         return self.chunks + 2 * self.top - 1
 
-    def ops(self, tick: int) -> Iterator[Op]:
-        """The transfers this role posts at ``tick``."""
-        up_in, up_out = tick - self.height + 1, tick - self.send_up
-        down_in, down_out = tick - self.top - self.depth + 1, tick - self.top - self.depth
-        regions, tree = self.regions, self.tree
-        if self.children and 0 <= up_in < self.chunks:
-            tag = _tag(tree, UP, up_in)
-            for child in self.children:
-                yield Recv(child, tag, *regions[up_in], reduce=True)
-        if self.parent is not None and 0 <= up_out < self.chunks:
-            yield Send(self.parent, _tag(tree, UP, up_out), *regions[up_out])
-        if self.parent is not None and 0 <= down_in < self.chunks:
-            yield Recv(self.parent, _tag(tree, DOWN, down_in), *regions[down_in])
-        if self.children and 0 <= down_out < self.chunks:
-            tag = _tag(tree, DOWN, down_out)
-            for child in self.children:
-                yield Send(child, tag, *regions[down_out])
+    def plan(self) -> dict[int, list[Op]]:
+        """The transfers this role posts, by tick: receives from the children and the send
+        to the parent on the way up, then the receive from the parent and the sends to the
+        children on the way down (in that order within a tick)."""
+        by_tick: dict[int, list[list[Op]]] = {}
+
+        def at(tick: int, kind: int) -> list[Op]:
+            return by_tick.setdefault(tick, [[], [], [], []])[kind]
+
+        tree, parent, children = self.tree, self.parent, self.children
+        for i, region in enumerate(self.regions):
+            if children:
+                up, down = _tag(tree, UP, i), _tag(tree, DOWN, i)
+                at(i + self.height - 1, 0).extend(
+                    Recv(child, up, *region, reduce=True) for child in children)
+                at(i + self.top + self.depth, 3).extend(
+                    Send(child, down, *region) for child in children)
+            if parent is not None:
+                at(i + self.send_up, 1).append(Send(parent, _tag(tree, UP, i), *region))
+                at(i + self.top + self.depth - 1, 2).append(
+                    Recv(parent, _tag(tree, DOWN, i), *region))
+        return {tick: [op for kind in kinds for op in kind] for tick, kinds in by_tick.items()}
 
 
 def _double_tree_cost(c: Cost) -> float:
@@ -110,7 +113,6 @@ def double_binary_tree_allreduce(rank: int, job: Job) -> Program:
     if job.nranks == 1:
         return
     roles = [_Role(job, rank, tree) for tree in (0, 1)]
-    for tick in range(max(role.ticks() for role in roles)):
-        ops = tuple(op for role in roles for op in role.ops(tick))
-        if ops:
-            yield ops
+    first, second = (role.plan() for role in roles)
+    for tick in sorted(first.keys() | second.keys()):
+        yield tuple(first.get(tick, []) + second.get(tick, []))
