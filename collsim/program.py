@@ -64,13 +64,21 @@ class Reduce:
 
 @dataclass(slots=True)
 class Copy:
-    """Local ``dst[dst_offset:] = src[src_offset:]`` over ``count`` elements (free)."""
+    """Local ``dst[dst_offset:] = src[src_offset:]`` over ``count`` elements (free).
+
+    With ``runs`` > 1 it copies that many regions of ``count`` elements, the i-th from
+    ``src_offset + i·src_stride`` to ``dst_offset + i·dst_stride`` (strides may be
+    negative): the packing of a Bruck round is one operation, not one per block.
+    """
 
     dst_buf: str
     dst_offset: int
     src_buf: str
     src_offset: int
     count: int
+    runs: int = 1
+    dst_stride: int = 0
+    src_stride: int = 0
 
 
 Op = Send | Recv | Reduce | Copy

@@ -57,19 +57,30 @@ def _alltoall_cost(c: Cost) -> float:
     return c.log_p * c.alpha + sum(set_bits(c.p, k) for k in rounds) * c.n / c.p * c.beta
 
 
-def _runs(p: int, distance: int) -> list[tuple[int, int]]:
-    """Runs [lo, hi) of consecutive slots whose index has the bit ``distance`` set."""
-    return [(lo, min(lo + distance, p)) for lo in range(distance, p, 2 * distance)]
-
-
-def _packing(p: int, width: int, distance: int, area: int) -> list[tuple[int, int, int]]:
-    """(slot offset, packed offset, length) of each run moved at ``distance``, packed one
-    after another from offset ``area`` of ``tmp``."""
-    moves, packed = [], area
-    for lo, hi in _runs(p, distance):
-        moves.append((lo * width, packed, (hi - lo) * width))
-        packed += (hi - lo) * width
+def _moves(p: int, width: int, distance: int, area: int, unpack: bool) -> list[Copy]:
+    """The copies that pack the slots moved at ``distance`` (those whose index has that bit
+    set: runs of ``distance`` slots every ``2·distance``) one after another from offset
+    ``area`` of ``tmp``, or with ``unpack`` put them back: one strided copy for the full
+    runs and one for a last, shorter run."""
+    runs = -(-(p - distance) // (2 * distance))
+    last = distance + (runs - 1) * 2 * distance
+    full = runs if p - last >= distance else runs - 1
+    run, packed_last = distance * width, area + full * distance * width
+    moves = []
+    if full:
+        moves.append(Copy("tmp", distance * width, "tmp", area, run, full, 2 * run, run)
+                     if unpack else
+                     Copy("tmp", area, "tmp", distance * width, run, full, run, 2 * run))
+    if full < runs:
+        length = (p - last) * width
+        moves.append(Copy("tmp", last * width, "tmp", packed_last, length) if unpack else
+                     Copy("tmp", packed_last, "tmp", last * width, length))
     return moves
+
+
+def _moved(p: int, width: int, distance: int) -> int:
+    """Elements packed at ``distance``: every slot whose index has that bit set."""
+    return ((p // (2 * distance)) * distance + max(0, p % (2 * distance) - distance)) * width
 
 
 @register(
@@ -99,16 +110,18 @@ def bruck_alltoall(rank: int, job: Job) -> Program:
     unpack: list[Op] = []
     distance, rnd = 1, 0
     while distance < p:
-        moves = _packing(p, width, distance, send_area)
-        size = sum(length for _, _, length in moves)
-        pack = [Copy("tmp", packed, "tmp", slot, length) for slot, packed, length in moves]
-        yield tuple(unpack + pack + [
+        size = _moved(p, width, distance)
+        yield tuple(unpack + _moves(p, width, distance, send_area, unpack=False) + [
             Send((rank + distance) % p, rnd, send_area, size, buf="tmp"),
             Recv((rank - distance) % p, rnd, recv_area, size, buf="tmp")])
-        unpack = [Copy("tmp", slot, "tmp", packed - send_area + recv_area, length)
-                  for slot, packed, length in moves]
+        unpack = _moves(p, width, distance, recv_area, unpack=True)
         distance *= 2
         rnd += 1
+    # Slot (r - s) mod p goes to the output slot of rank s: s = 0..r read slots r..0, then
+    # s = r+1..p-1 read slots p-1..r+1.
     mine = block(n, p, rank)[1]
-    yield tuple(unpack + [Copy("out", s * mine, "tmp", ((rank - s) % p) * width, mine)
-                          for s in range(p)])
+    final = [Copy("out", 0, "tmp", rank * width, mine, rank + 1, mine, -width)]
+    if rank + 1 < p:
+        final.append(Copy("out", (rank + 1) * mine, "tmp", (p - 1) * width, mine, p - 1 - rank,
+                          mine, -width))
+    yield tuple(unpack + final)

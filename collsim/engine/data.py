@@ -72,12 +72,18 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
         # A step's local operations apply first, in order; then every send takes its region
         # as it stands, whatever a receive of the same step may deliver into it.
         for o in ops:
-            if isinstance(o, (Reduce, Copy)):
+            if isinstance(o, Reduce):
                 src = _region(buffers[rank], o.src_buf, o.src_offset, o.count, rank, o)
                 dst = _region(buffers[rank], o.dst_buf, o.dst_offset, o.count, rank, o)
-                if isinstance(o, Reduce):
-                    ufunc(dst, src, out=dst)
-                else:
+                ufunc(dst, src, out=dst)
+            elif isinstance(o, Copy):
+                if o.runs < 0:
+                    raise SimulationError(f"rank {rank}: {o} has a negative number of runs")
+                for i in range(o.runs):
+                    src = _region(buffers[rank], o.src_buf, o.src_offset + i * o.src_stride,
+                                  o.count, rank, o)
+                    dst = _region(buffers[rank], o.dst_buf, o.dst_offset + i * o.dst_stride,
+                                  o.count, rank, o)
                     dst[...] = src
             elif not isinstance(o, (Send, Recv)):
                 raise SimulationError(f"rank {rank}: the program yielded {o!r}, not an operation")
