@@ -1,10 +1,16 @@
 """Engine speed per algorithm family: transfers simulated per CPU second, against ring.
 
-Each family runs one representative collective on a ``switch`` at p = 1024 (fewer ranks
-where noted: algorithms whose p-1 transfers per port run at once, which the fabric shares
-max-min, cost far more per transfer). Every case runs in a fresh subprocess. "ops" counts
-every operation the programs post (sends, receives, local copies and combines), since some
-algorithms (Bruck's all-to-all) do O(p) free local copies per rank.
+Each family runs one representative collective on a ``switch`` at p = 1024, in a fresh
+subprocess, timing only the engine's run. Two exceptions:
+
+- ``direct`` runs at 512 ranks: it starts all p(p-1) transfers at once, each port shared
+  by p-1 of them (a million transfers at 1024 ranks, more than 5 minutes and 1.4 GB).
+- the double binary tree runs twice: at 16 MiB (16 chunks a tree, the pipeline mostly
+  filling and draining) and at 64 MiB (full pipeline, where every port carries several
+  transfers at different rates and each change ripples through the max-min shares).
+
+"ops" counts every operation the programs post (sends, receives, local copies and
+combines).
 
     python benchmarks/algorithms.py               # every family
     python benchmarks/algorithms.py --ranks 256   # another default rank count
@@ -26,6 +32,8 @@ FAMILIES = {
     "chain": ("broadcast", "chain", lambda p: 64 * MiB, None),
     "binary_tree": ("broadcast", "binary_tree", lambda p: 64 * MiB, None),
     "double_binary_tree": ("allreduce", "double_binary_tree", lambda p: 16 * MiB, None),
+    "double_binary_tree (64 MiB)": ("allreduce", "double_binary_tree", lambda p: 64 * MiB,
+                                    None),
     "recursive_doubling": ("allreduce", "recursive_doubling", lambda p: 16 * MiB, None),
     "halving_doubling": ("allreduce", "halving_doubling", lambda p: 4 * p * 256, None),
     "recursive_halving": ("reducescatter", "recursive_halving", lambda p: 4 * p * 256, None),
@@ -70,9 +78,10 @@ def main() -> None:
         print(json.dumps(one(args.one[0], int(args.one[1]))))
         return
     families = ["ring"] + [f for f in args.family if f != "ring"]
-    print(f"{'family':<22} {'collective':<14} {'p':>5} {'transfers':>10} {'ops':>10} "
+    print(f"{'family':<28} {'collective':<14} {'p':>5} {'transfers':>10} {'ops':>10} "
           f"{'cpu s':>8} {'transfers/s':>12} {'vs ring':>8} {'ops/s':>10}")
     ring_rate = None
+    rates: dict[str, tuple[int, float]] = {}
     for family in families:
         limit = FAMILIES[family][3]
         p = min(args.ranks, limit) if limit else args.ranks
@@ -81,9 +90,14 @@ def main() -> None:
         r = json.loads(out)
         rate = r["transfers"] / r["cpu_s"] if r["cpu_s"] > 0 else float("inf")
         ring_rate = ring_rate or rate
-        print(f"{family:<22} {FAMILIES[family][0]:<14} {p:>5} {r['transfers']:>10} "
+        rates[family] = (p, rate)
+        print(f"{family:<28} {FAMILIES[family][0]:<14} {p:>5} {r['transfers']:>10} "
               f"{r['ops']:>10} {r['cpu_s']:>8.2f} {rate:>12,.0f} {rate / ring_rate:>8.2f} "
               f"{r['ops'] / r['cpu_s']:>10,.0f}", flush=True)
+    slowest = min(rates, key=lambda family: rates[family][1])
+    p, rate = rates[slowest]
+    print(f"slowest per transfer: {slowest} at p={p}, {rate:,.0f} transfers/s, "
+          f"{ring_rate / rate:.2f}x slower than ring")
 
 
 if __name__ == "__main__":

@@ -23,8 +23,6 @@ from simpy.core import NORMAL
 from collsim.hardware.topology import Topology
 
 SAME_RATE = 1e-12  # relative difference below which two fair shares are one rate
-SAME_TIME = 1e-12  # relative difference below which two last bytes leave together (a
-                   # transfer then frees nobody: rounding must not make an instant of its own)
 LOCAL_ROUNDS = 3   # rounds of growing the group before recomputing whole components
 LOCAL_GROUP = 64   # transfers in the group (or an eighth of it on one link) beyond which
                    # whole components are recomputed instead
@@ -387,11 +385,11 @@ class Fabric:
                 j = index[channel]
                 if drain > latest[j]:
                     latest[j] = drain
-        together = last <= first * (1 + SAME_TIME)
+        together = last == first
         for flow in flows:
             outlasted = False
             if not together:
-                drain = flow.drain_at * (1 + SAME_TIME)
+                drain = flow.drain_at
                 for channel in flow.channels:
                     if latest[index[channel]] > drain:
                         outlasted = True
@@ -621,7 +619,7 @@ class Fabric:
         last_out: dict[Channel, float] = {}
         for flow in affected:
             outlasted = False
-            drain = flow.drain_at * (1 + SAME_TIME)
+            drain = flow.drain_at
             for channel in flow.channels:
                 latest = last_out.get(channel)
                 if latest is None:
