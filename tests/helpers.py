@@ -35,3 +35,45 @@ def run_transfers(topology: Topology, transfers: list[tuple[float, int, int, flo
         env.process(starter(index, start, src, dst, size))
     env.run()
     return done
+
+
+def fluid_max_min(links: list[tuple[float, float]], routes: dict,
+                  transfers: list[tuple[float, int, int, float]]) -> list[float]:
+    """An independent oracle for the fabric: a fluid simulation that recomputes max-min
+    fair rates of every moving transfer from scratch at every start and every last byte
+    out, by plain progressive filling. Returns each transfer's delivery time (last byte
+    out plus its route's latency)."""
+    left = [size for _, _, _, size in transfers]
+    hops = [tuple(routes[s, d]) for _, s, d, _ in transfers]
+    drained: list[float | None] = [None] * len(transfers)
+    now = 0.0
+    while any(t is None for t in drained):
+        moving = [i for i, transfer in enumerate(transfers)
+                  if drained[i] is None and transfer[0] <= now]
+        rates = _progressive_filling(links, hops, moving)
+        finish = {i: now + left[i] / rates[i] for i in moving}
+        upcoming = [transfer[0] for transfer in transfers if transfer[0] > now]
+        later = min(upcoming + list(finish.values()))
+        for i in moving:
+            if finish[i] <= later:
+                drained[i] = finish[i]
+            else:
+                left[i] = max(0.0, left[i] - rates[i] * (later - now))
+        now = later
+    return [drained[i] + sum(links[h][0] for h in hops[i]) for i in range(len(transfers))]
+
+
+def _progressive_filling(links: list[tuple[float, float]], hops: list[tuple[int, ...]],
+                         moving: list[int]) -> dict[int, float]:
+    """Max-min fair rates: raise every unfrozen rate together until a link is full, freeze
+    the transfers on it, repeat."""
+    rates: dict[int, float] = {}
+    capacity = {h: links[h][1] for i in moving for h in hops[i]}
+    while len(rates) < len(moving):
+        users = {h: [i for i in moving if i not in rates and h in hops[i]] for h in capacity}
+        share, link = min((capacity[h] / len(u), h) for h, u in users.items() if u)
+        for i in users[link]:
+            rates[i] = share
+            for h in hops[i]:
+                capacity[h] -= share
+    return rates
