@@ -10,7 +10,8 @@ subprocess, timing only the engine's run. Two exceptions:
   transfers at different rates and each change ripples through the max-min shares).
 
 "ops" counts every operation the programs post (sends, receives, local copies and
-combines).
+combines). A case shorter than a second is repeated until a second has passed and its
+fastest run is reported.
 
     python benchmarks/algorithms.py               # every family
     python benchmarks/algorithms.py --ranks 256   # another default rank count
@@ -60,9 +61,16 @@ def one(family: str, p: int) -> dict:
     topology = switch("bench", p, 1e-6, 100e9, 1e12)
     algorithm = get_algorithm(collective, name)
     job, gpus = make_job(topology, algorithm, p, size(p), {})
-    cpu = time.process_time()
-    run = TimingEngine(topology, gpus, job, algorithm.program).run()
-    cpu = time.process_time() - cpu
+    # Families with a few thousand transfers run in milliseconds, where this machine's
+    # timer noise dominates: repeat the run until a second of CPU has passed and keep the
+    # fastest (a fresh engine each time; the ring's one run takes many seconds).
+    best, spent = float("inf"), 0.0
+    while spent < 1.0:
+        start = time.process_time()
+        run = TimingEngine(topology, gpus, job, algorithm.program).run()
+        cpu = time.process_time() - start
+        best, spent = min(best, cpu), spent + cpu
+    cpu = best
     ops = sum(len(step) if isinstance(step, (tuple, list)) else 1
               for rank in range(p) for step in algorithm.program(rank, job))
     return {"family": family, "p": p, "transfers": run.transfers, "ops": ops, "cpu_s": cpu}

@@ -409,16 +409,17 @@ class Fabric:
         the group or beside it, still has a bottleneck: a full link on which no transfer
         goes faster. Transfers failing that join the group and it is filled again.
         """
-        if all(flow.drain_at >= 0 for flow in group):
-            # Only departures: often every transfer beside them is held back elsewhere.
-            self._drop_drained(group, now)
-            if all(flow.drain_at >= 0 for flow in group) and self._still_fair(group):
-                return
+        departures_only = all(flow.drain_at >= 0 for flow in group)
         for _ in range(LOCAL_ROUNDS):
             if len(group) > LOCAL_GROUP or any(len(channel.flows) > LOCAL_GROUP // 8
                                                for flow in group for channel in flow.channels):
                 break
             self._drop_drained(group, now)
+            if departures_only:
+                # Often every transfer beside a departure is held back elsewhere.
+                departures_only = False
+                if all(flow.drain_at >= 0 for flow in group) and self._still_fair(group):
+                    return
             if not group:
                 return
             rates = self._fill(list(group), background=True)
