@@ -7,7 +7,9 @@ over it. Alone on its route a transfer therefore takes exactly
 ``sum(latency) + bytes / min(bandwidth)``.
 
 Rates are recomputed only for the transfers connected (through shared links) to one that
-started or stopped moving, and all changes at one instant are settled together. SimPy
+started or stopped moving, and all changes at one instant are settled together. A
+transfer's last byte out is an event only when another transfer on its links is still
+moving then; otherwise it is scheduled straight for delivery. SimPy
 cannot cancel a scheduled event, so each transfer keeps a reference to its one valid event
 and a superseded event is ignored when it fires.
 """
@@ -152,9 +154,9 @@ class Fabric:
 
     def release(self) -> None:
         """Grant the transfers held while ``holding``: still alone on their routes, at once;
-        else shared. Holding lets a batch started at one instant (ranks posting their
-        steps) share links from the start, instead of the first being granted a whole link
-        and then regranted."""
+        else shared. Holding lets a batch started at one instant (a rank posting a step of
+        several transfers) share links from the start, instead of the first being granted
+        a whole link and then regranted."""
         self.holding = False
         env = self.env
         now = env._now
