@@ -94,23 +94,34 @@ def test_bytes_are_conserved_and_no_link_is_oversubscribed(spec):
             assert last >= first + sum(size for _, size in users) / 7.0 * (1 - 1e-9)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.floats(1.0, 50.0), min_size=2, max_size=7),
-       st.lists(st.tuples(st.lists(st.integers(0, 6), min_size=1, max_size=3, unique=True),
-                          st.floats(0.5, 200.0), st.sampled_from([0.0, 0.25, 1.0, 2.5])),
-                min_size=1, max_size=14))
-def test_local_rate_updates_agree_with_recomputing_every_connected_transfer(bandwidths, spec):
-    """The fabric recomputes max-min rates only as far as they change; on random links,
-    routes and arrival times it must deliver every transfer when a full recomputation of
-    the connected transfers would."""
-    from collsim.engine.fabric import Fabric
+RANDOM_LINKS = st.lists(st.floats(1.0, 50.0), min_size=2, max_size=7)
+RANDOM_TRANSFERS = st.lists(
+    st.tuples(st.lists(st.integers(0, 6), min_size=1, max_size=3, unique=True),
+              st.floats(0.5, 200.0), st.sampled_from([0.0, 0.25, 1.0, 2.5])),
+    min_size=1, max_size=14)
 
+
+def random_case(bandwidths, spec):
+    """Links (latency, bandwidth), a route per transfer over them, and the transfers
+    (start, src, dst, bytes), from the hypothesis draws above."""
     links = [(0.01 * (i % 3), bw) for i, bw in enumerate(bandwidths)]
     routes, transfers = {}, []
     for index, (hops, size, start) in enumerate(spec):
         hops = tuple(h % len(links) for h in hops)
         routes[index, 100 + index] = tuple(dict.fromkeys(hops))
         transfers.append((start, index, 100 + index, size))
+    return links, routes, transfers
+
+
+@settings(max_examples=150, deadline=None)
+@given(RANDOM_LINKS, RANDOM_TRANSFERS)
+def test_local_rate_updates_agree_with_recomputing_every_connected_transfer(bandwidths, spec):
+    """The fabric recomputes max-min rates only as far as they change; on random links,
+    routes and arrival times it must deliver every transfer when a full recomputation of
+    the connected transfers would."""
+    from collsim.engine.fabric import Fabric
+
+    links, routes, transfers = random_case(bandwidths, spec)
     topo = ExplicitTopology(links, routes, gpus=200)
     local = run_transfers(topo, transfers)
     try:
@@ -123,21 +134,13 @@ def test_local_rate_updates_agree_with_recomputing_every_connected_transfer(band
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.floats(1.0, 50.0), min_size=2, max_size=7),
-       st.lists(st.tuples(st.lists(st.integers(0, 6), min_size=1, max_size=3, unique=True),
-                          st.floats(0.5, 200.0), st.sampled_from([0.0, 0.25, 1.0, 2.5])),
-                min_size=1, max_size=14))
+@given(RANDOM_LINKS, RANDOM_TRANSFERS)
 def test_delivery_times_match_an_independent_fluid_max_min_simulation(bandwidths, spec):
     """The fabric skips events and recomputations (no drain event for a transfer nobody
     outlasts, small components refilled whole, local updates); a plain fluid simulation
     that refills every moving transfer at every start and every last byte gives the same
     delivery times."""
-    links = [(0.01 * (i % 3), bw) for i, bw in enumerate(bandwidths)]
-    routes, transfers = {}, []
-    for index, (hops, size, start) in enumerate(spec):
-        hops = tuple(h % len(links) for h in hops)
-        routes[index, 100 + index] = tuple(dict.fromkeys(hops))
-        transfers.append((start, index, 100 + index, size))
+    links, routes, transfers = random_case(bandwidths, spec)
     topo = ExplicitTopology(links, routes, gpus=200)
     want = fluid_max_min(links, routes, transfers)
     from collsim.engine import fabric

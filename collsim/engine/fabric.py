@@ -158,8 +158,7 @@ class Fabric:
         several transfers) share links from the start, instead of the first being granted
         a whole link and then regranted."""
         self.holding = False
-        env = self.env
-        now = env._now
+        now = self.env._now
         for flow in self.held:
             for channel in flow.channels:
                 if len(channel.flows) > 1:
@@ -168,11 +167,8 @@ class Fabric:
                     self._request_settle()
                     break
             else:  # alone: the bottleneck link's full bandwidth, as in transfer()
-                flow.drain_at = drain = now + flow.size / flow.rate
-                delay = drain + flow.latency - now
-                flow.due = now + delay
-                flow.callbacks = self._flow_callbacks
-                env.schedule(flow, NORMAL, delay)
+                flow.drain_at = now + flow.size / flow.rate
+                self._schedule_flow(flow, now)
         self.held.clear()
 
     # -- scheduling -------------------------------------------------------------------------
@@ -457,33 +453,16 @@ class Fabric:
                         stack.append(other)
 
     def _still_fair(self, group: dict[Flow, None]) -> bool:
-        """Whether every transfer of ``group`` keeps a bottleneck at its current rate: a
-        full link on which none goes faster (then, after departures only, no rate changes,
-        since the transfers not beside them see the same links as before)."""
-        # Per link, the rate a transfer needs to have it as bottleneck: the fastest rate on
-        # it if it is full, else none (infinity).
-        needed: dict[Channel, float] = {}
-        for flow in group:
-            rate = flow.rate * (1 + TOLERANCE)
-            for channel in flow.channels:
-                limit = needed.get(channel)
-                if limit is None:
-                    total = fastest = 0.0
-                    for other in channel.flows:
-                        total += other.rate
-                        if other.rate > fastest:
-                            fastest = other.rate
-                    full = total >= channel.bandwidth * (1 - TOLERANCE)
-                    limit = needed[channel] = fastest if full else float("inf")
-                if rate >= limit:
-                    break
-            else:
-                return False
-        return True
+        """Whether every transfer of ``group`` keeps a bottleneck at its current rate (then,
+        after departures only, no rate changes: the transfers not beside them see the same
+        links as before)."""
+        has_bottleneck = self._bottleneck_test({})
+        return all(has_bottleneck(flow, flow.rate) for flow in group)
 
-    def _without_bottleneck(self, group: dict[Flow, None], rates: dict[Flow, float]
-                            ) -> dict[Flow, None]:
-        """Transfers that break max-min optimality under ``rates`` (others keep theirs)."""
+    def _bottleneck_test(self, rates: dict[Flow, float]) -> Callable[[Flow, float], bool]:
+        """``has_bottleneck(flow, rate)``: whether ``flow`` at ``rate`` has a full link on
+        which no transfer goes faster, every other transfer at its rate in ``rates`` or
+        else its own (each link's load is summed once)."""
         load: dict[Channel, tuple[float, float]] = {}
 
         def channel_state(channel: Channel) -> tuple[float, float]:
@@ -506,6 +485,12 @@ class Fabric:
                     return True
             return False
 
+        return has_bottleneck
+
+    def _without_bottleneck(self, group: dict[Flow, None], rates: dict[Flow, float]
+                            ) -> dict[Flow, None]:
+        """Transfers that break max-min optimality under ``rates`` (others keep theirs)."""
+        has_bottleneck = self._bottleneck_test(rates)
         joining: dict[Flow, None] = {}
         for flow in group:
             rate = rates[flow]
@@ -604,10 +589,11 @@ class Fabric:
         """
         affected: Iterable[Flow] = group
         if not closed:
-            affected = dict.fromkeys(group)
+            neighbourhood = dict.fromkeys(group)
             for member in group:
                 for channel in member.channels:
-                    affected.update(dict.fromkeys(channel.flows))
+                    neighbourhood.update(dict.fromkeys(channel.flows))
+            affected = neighbourhood
         changed: dict[Flow, None] = {}
         for flow in affected:
             rate = rates.get(flow, flow.rate)

@@ -115,7 +115,8 @@ class TimingEngine:
                 # A step of several transfers (a tree node feeding its children) holds
                 # them so that those sharing a link share it from the start.
                 batch = len(ops) > 2
-                fabric.holding = batch
+                if batch:
+                    fabric.holding = True  # until release()
                 for op in ops:
                     kind = type(op)
                     if kind is Send:
