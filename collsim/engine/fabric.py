@@ -53,7 +53,7 @@ class Channel:
         self.flows: dict[Flow, None] = {}  # an insertion-ordered set, for determinism
 
 
-class Flow(simpy.Event):
+class Flow:
     """One transfer's bytes in motion: a route, a rate, and when its last byte leaves.
 
     A flow is itself the SimPy event of its next milestone, scheduled again whenever its
@@ -62,26 +62,31 @@ class Flow(simpy.Event):
     scheduled event, so an entry that fires at a time other than ``due`` is a superseded one.
     """
 
-    # Defaults live on the class: a flow is created per transfer, so every attribute set in
-    # __init__ costs. ``_ok`` and ``_value`` make it a successful event to SimPy.
+    # SimPy's loop reads only ``callbacks``, ``_ok`` and ``_value`` of an event, so a flow
+    # is a slotted object rather than a ``simpy.Event`` with a dict: a million flows in
+    # flight (all-to-all at 1024 ranks) take a third of the memory. Defaults live on the
+    # class, since every attribute set in __init__ costs.
+    __slots__ = ("channels", "size", "latency", "on_done", "token", "callbacks", "rate",
+                 "drain_at", "due", "outlasted", "attached", "since", "left")
     _ok = True
     _value = None
-    rate = 0.0
-    drain_at = -1.0   # set when a rate is first granted
-    due = -1.0        # when the one valid scheduled entry fires; -1 when none
-    outlasted = False  # another transfer on its links is still moving when its last byte
-                       # leaves, so the scheduled milestone is that instant, not delivery
-    attached = True   # still counted on its links (a drained transfer that frees nobody
-                      # stays counted until its delivery or the next settle on its links)
 
     def __init__(self, channels: tuple[Channel, ...], size: float, latency: float,
-                 on_done: Callable[[object], None], token: object) -> None:
-        # No Event.__init__: SimPy's loop reads only callbacks, _ok and _value of an event.
+                 on_done: Callable[[object], None], token: object, now: float) -> None:
         self.channels = channels
         self.size = size
+        self.since = now       # when the rate was last set, and the bytes left then: a
+        self.left = size       # rate changed twice at one instant keeps its bytes exactly
         self.latency = latency
         self.on_done = on_done
         self.token = token
+        self.rate = 0.0
+        self.drain_at = -1.0   # set when a rate is first granted
+        self.due = -1.0        # when the one valid scheduled entry fires; -1 when none
+        self.outlasted = False  # another transfer on its links is still moving when its
+        # last byte leaves, so the scheduled milestone is that instant, not delivery
+        self.attached = True   # still counted on its links (a drained transfer that frees
+        # nobody stays counted until its delivery or the next settle on its links)
 
 
 class Fabric:
@@ -127,7 +132,7 @@ class Fabric:
         if size <= 0 or not channels:
             self._call_at(latency, on_done, token)
             return
-        flow = Flow(channels, size, latency, on_done, token)
+        flow = Flow(channels, size, latency, on_done, token, self.env._now)
         idle = True
         for channel in channels:
             if channel.flows:
@@ -295,6 +300,7 @@ class Fabric:
                     continue
                 members = channel.flows
                 if len(members) > SMALL_COMPONENT:
+                    seen.update(members)  # all of them are in this large component
                     return False, seen
                 index[channel] = len(channels)
                 channels.append(channel)
@@ -321,15 +327,23 @@ class Fabric:
             self._fill_component(flows, channels, index, now)
         return True, seen
 
+    @staticmethod
+    def _left(flow: Flow, now: float) -> float:
+        """Bytes ``flow`` has still to send at ``now``, its rate about to change. Counted from
+        its drain time, except at the instant its rate was last set, where the count of then
+        is kept: a rate set twice at one instant must not lose bytes to rounding (or
+        transfers meant to drain together would not)."""
+        if flow.since != now and flow.drain_at >= 0:
+            flow.left = (flow.drain_at - now) * flow.rate
+            flow.since = now
+        return flow.left
+
     def _grant_alone(self, flow: Flow, now: float) -> None:
         """A transfer alone on its links moves at its route's bottleneck bandwidth."""
         rate = min(channel.bandwidth for channel in flow.channels)
         if flow.drain_at >= 0 and rate == flow.rate and not flow.outlasted:
             return
-        if flow.drain_at < 0:
-            flow.drain_at = now + flow.size / rate
-        else:
-            flow.drain_at = now + (flow.drain_at - now) * flow.rate / rate
+        flow.drain_at = now + self._left(flow, now) / rate
         flow.rate = rate
         flow.outlasted = False
         self._schedule_flow(flow, now)
@@ -365,10 +379,8 @@ class Fabric:
                     capacity[j] -= share
                     users[j] -= 1
                 if flow.drain_at < 0 or share != flow.rate:
-                    remaining = flow.size if flow.drain_at < 0 else \
-                        (flow.drain_at - now) * flow.rate
+                    flow.drain_at = now + self._left(flow, now) / share
                     flow.rate = share
-                    flow.drain_at = now + remaining / share
                     changed.append(flow)
         # A transfer is outlasted if another on one of its links drains later.
         latest = [0.0] * len(channels)
@@ -599,9 +611,8 @@ class Fabric:
             rate = rates.get(flow, flow.rate)
             if flow.drain_at >= 0 and rate == flow.rate:
                 continue
-            remaining = flow.size if flow.drain_at < 0 else (flow.drain_at - now) * flow.rate
+            flow.drain_at = now + self._left(flow, now) / rate
             flow.rate = rate
-            flow.drain_at = now + remaining / rate
             changed[flow] = None
         # A transfer needs an event when its last byte leaves only if another on its links
         # is still moving then; the latest last byte per link decides.
