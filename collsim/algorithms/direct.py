@@ -70,7 +70,8 @@ def direct_allgather(rank: int, job: Job) -> Program:
     p, n = job.nranks, job.count
     others = _others(rank, p)
     if others:
-        yield tuple([Send(q, 0, *block(n, p, rank)) for q in others]
+        own = block(n, p, rank)
+        yield tuple([Send(q, 0, *own) for q in others]
                     + [Recv(q, 0, *block(n, p, q)) for q in others])
 
 

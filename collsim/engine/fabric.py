@@ -101,7 +101,10 @@ class Fabric:
         self.topology = topology
         self.channels = [Channel(link.bandwidth) for link in topology.links]
         self._latency = [link.latency for link in topology.links]
-        self._routes: dict[tuple[int, int], tuple[tuple[Channel, ...], float, float]] = {}
+        self._bandwidth = [link.bandwidth for link in topology.links]
+        # Routes by src * gpus + dst: an int key needs no tuple built per transfer.
+        self._gpus = topology.gpus
+        self._routes: dict[int, tuple[tuple[Channel, ...], float, float]] = {}
         self._started: list[Flow] = []
         self._freed: list[Channel] = []
         self._settle_pending = False
@@ -112,13 +115,16 @@ class Fabric:
 
     def route(self, src: int, dst: int) -> tuple[tuple[Channel, ...], float, float]:
         """(channels, total latency, bottleneck bandwidth) from GPU ``src`` to GPU ``dst``."""
-        key = (src, dst)
+        key = src * self._gpus + dst
         cached = self._routes.get(key)
         if cached is None:
             hops = self.topology.route(src, dst)
-            channels = tuple(self.channels[i] for i in hops)
-            cached = (channels, sum(self._latency[i] for i in hops),
-                      min((c.bandwidth for c in channels), default=float("inf")))
+            latency, bottleneck = 0, float("inf")
+            for i in hops:
+                latency += self._latency[i]
+                if self._bandwidth[i] < bottleneck:
+                    bottleneck = self._bandwidth[i]
+            cached = (tuple([self.channels[i] for i in hops]), latency, bottleneck)
             self._routes[key] = cached
         return cached
 
@@ -126,7 +132,7 @@ class Fabric:
                  token: object = None) -> None:
         """Move ``size`` bytes from GPU ``src`` to GPU ``dst``; call ``on_done(token)`` on
         delivery."""
-        route = self._routes.get((src, dst))
+        route = self._routes.get(src * self._gpus + dst)
         channels, latency, bottleneck = route if route else self.route(src, dst)
         self.transfers += 1
         if size <= 0 or not channels:
