@@ -17,6 +17,7 @@ and a superseded event is ignored when it fires.
 from __future__ import annotations
 
 import heapq
+import sys
 from collections.abc import Callable, Iterable
 
 import simpy
@@ -25,6 +26,7 @@ from simpy.core import NORMAL
 from collsim.hardware.topology import Topology
 
 SAME_RATE = 1e-12  # relative difference below which two fair shares are one rate
+EPSILON = sys.float_info.epsilon  # the relative rounding of one float operation, at most
 LOCAL_ROUNDS = 3   # rounds of growing the group before recomputing whole components
 LOCAL_GROUP = 64   # transfers in the group (or an eighth of it on one link) beyond which
                    # whole components are recomputed instead
@@ -571,6 +573,7 @@ class Fabric:
                             left -= other.rate
                 capacity[channel] = left if left > 0 else 0.0
         order = {channel: index for index, channel in enumerate(users)}
+        initial = users.copy()
         heap = [(capacity[c] / users[c], order[c], c) for c in users]
         heapq.heapify(heap)
         rates: dict[Flow, float] = {}
@@ -586,8 +589,12 @@ class Fabric:
                 continue
             # Shares equal but for rounding become one rate, so that transfers which should
             # finish together do (else each would be an instant of its own, each recomputing
-            # every rate: all-to-all at 256 ranks went from minutes to seconds).
-            if abs(current - level) <= level * SAME_RATE:
+            # every rate: all-to-all at 256 ranks went from minutes to seconds). Each share
+            # taken from a link's capacity may round it by an ulp, so a link that has given
+            # up many shares (a port of all-to-all at 1024 ranks: a thousand) is allowed
+            # that many ulps of its bandwidth besides.
+            rounding = (initial[bottleneck] - left) * bottleneck.bandwidth * EPSILON / left
+            if abs(current - level) <= level * SAME_RATE + rounding:
                 current = level
             level = share = current
             for flow in bottleneck.flows:
