@@ -48,11 +48,18 @@ def call_later(env: simpy.Environment, delay: float, callback: Callable[[object]
 class Channel:
     """The engine's view of one directed link: its bandwidth and the transfers on it."""
 
-    __slots__ = ("bandwidth", "flows")
+    __slots__ = ("bandwidth", "flows", "fill", "capacity", "users", "initial")
 
     def __init__(self, bandwidth: float) -> None:
         self.bandwidth = bandwidth
         self.flows: dict[Flow, None] = {}  # an insertion-ordered set, for determinism
+        # Scratch of one progressive fill (:meth:`Fabric._fill`), valid while ``fill`` is
+        # that fill's number: capacity not yet shared out, transfers still to be given a
+        # share, and how many there were at the start.
+        self.fill = 0
+        self.capacity = 0.0
+        self.users = 0
+        self.initial = 0
 
 
 class Flow:
@@ -91,6 +98,18 @@ class Flow:
         # nobody stays counted until its delivery or the next settle on its links)
 
 
+class Milestones:
+    """The milestones of several flows due at one instant, as one SimPy event."""
+
+    __slots__ = ("flows", "callbacks")
+    _ok = True
+    _value = None
+
+    def __init__(self, flows: list[Flow], callback: Callable[[Milestones], None]) -> None:
+        self.flows = flows
+        self.callbacks = [callback]
+
+
 class Fabric:
     """Moves bytes between GPUs of a topology on a SimPy environment."""
 
@@ -113,6 +132,7 @@ class Fabric:
         self.holding = False  # hold transfers on idle routes until release()
         self.held: list[Flow] = []
         self.transfers = 0
+        self._fills = 0  # progressive fills so far, numbering each one's channel scratch
         self._flow_callbacks = [self._flow_event]
 
     def route(self, src: int, dst: int) -> tuple[tuple[Channel, ...], float, float]:
@@ -205,6 +225,35 @@ class Fabric:
         flow.due = now + delay  # the very sum SimPy's schedule() computes
         flow.callbacks = self._flow_callbacks
         self.env.schedule(flow, NORMAL, delay)
+
+    def _schedule_flows(self, flows: Iterable[Flow], now: float) -> None:
+        """:meth:`_schedule_flow` for many, with those due at one instant sharing one SimPy
+        event (a million transfers of an all-to-all that finish together cost one entry in
+        SimPy's queue, not a million). They fire in the same order as separate entries
+        would: together, in the order scheduled."""
+        instants: dict[float, tuple[float, list[Flow]]] = {}
+        for flow in flows:
+            delay = flow.drain_at - now if flow.outlasted else \
+                flow.drain_at + flow.latency - now
+            due = flow.due = now + delay
+            entry = instants.get(due)
+            if entry is None:
+                instants[due] = (delay, [flow])
+            else:
+                entry[1].append(flow)
+        env, callbacks = self.env, self._flow_callbacks
+        for delay, due_then in instants.values():
+            if len(due_then) == 1:
+                flow = due_then[0]
+                flow.callbacks = callbacks
+                env.schedule(flow, NORMAL, delay)
+            else:
+                env.schedule(Milestones(due_then, self._milestones), NORMAL, delay)
+
+    def _milestones(self, milestones: Milestones) -> None:
+        flow_event = self._flow_event
+        for flow in milestones.flows:
+            flow_event(flow)
 
     def _flow_event(self, flow: Flow) -> None:
         flow.callbacks = self._flow_callbacks  # SimPy cleared them; a later entry may be valid
@@ -416,8 +465,7 @@ class Fabric:
                 flow.outlasted = outlasted
                 if flow not in changed:
                     changed.append(flow)
-        for flow in changed:
-            self._schedule_flow(flow, now)
+        self._schedule_flows(changed, now)
 
     def _regrant_local(self, group: dict[Flow, None], now: float) -> None:
         """Max-min rates after a change, recomputed only as far as they change.
@@ -558,32 +606,35 @@ class Fabric:
         popped entry whose share has since risen is pushed back with its new value.
         """
         members = dict.fromkeys(flows)
-        capacity: dict[Channel, float] = {}
-        users: dict[Channel, int] = {}
+        self._fills += 1
+        fill = self._fills
+        links: list[Channel] = []
         for flow in flows:
             for channel in flow.channels:
-                if channel in users:
-                    users[channel] += 1
-                    continue
-                users[channel] = 1
-                left = channel.bandwidth
-                if background:
-                    for other in channel.flows:
-                        if other not in members:
-                            left -= other.rate
-                capacity[channel] = left if left > 0 else 0.0
-        order = {channel: index for index, channel in enumerate(users)}
-        initial = users.copy()
-        heap = [(capacity[c] / users[c], order[c], c) for c in users]
+                if channel.fill == fill:
+                    channel.users += 1
+                else:
+                    channel.fill = fill
+                    channel.users = 1
+                    links.append(channel)
+        for channel in links:
+            left = channel.bandwidth
+            if background:
+                for other in channel.flows:
+                    if other not in members:
+                        left -= other.rate
+            channel.capacity = left if left > 0 else 0.0
+            channel.initial = channel.users
+        heap = [(c.capacity / c.users, index, c) for index, c in enumerate(links)]
         heapq.heapify(heap)
         rates: dict[Flow, float] = {}
         level = 0.0
         while heap:
             share, index, bottleneck = heapq.heappop(heap)
-            left = users[bottleneck]
+            left = bottleneck.users
             if not left:
                 continue
-            current = capacity[bottleneck] / left
+            current = bottleneck.capacity / left
             if current > share:
                 heapq.heappush(heap, (current, index, bottleneck))
                 continue
@@ -593,7 +644,7 @@ class Fabric:
             # taken from a link's capacity may round it by an ulp, so a link that has given
             # up many shares (a port of all-to-all at 1024 ranks: a thousand) is allowed
             # that many ulps of its bandwidth besides.
-            rounding = (initial[bottleneck] - left) * bottleneck.bandwidth * EPSILON / left
+            rounding = (bottleneck.initial - left) * bottleneck.bandwidth * EPSILON / left
             if abs(current - level) <= level * SAME_RATE + rounding:
                 current = level
             level = share = current
@@ -602,8 +653,8 @@ class Fabric:
                     continue
                 rates[flow] = share
                 for channel in flow.channels:
-                    capacity[channel] -= share
-                    users[channel] -= 1
+                    channel.capacity -= share
+                    channel.users -= 1
         return rates
 
     def _apply(self, group: Iterable[Flow], rates: dict[Flow, float], now: float,
@@ -643,5 +694,4 @@ class Fabric:
             if outlasted != flow.outlasted:
                 flow.outlasted = outlasted
                 changed[flow] = None
-        for flow in changed:
-            self._schedule_flow(flow, now)
+        self._schedule_flows(changed, now)
