@@ -27,10 +27,12 @@ from collsim.hardware.topology import Topology
 
 SAME_RATE = 1e-12  # relative difference below which two fair shares are one rate
 EPSILON = sys.float_info.epsilon  # the relative rounding of one float operation, at most
-LOCAL_ROUNDS = 3   # rounds of growing the group before recomputing whole components
-LOCAL_GROUP = 64   # transfers in the group (or an eighth of it on one link) beyond which
-                   # whole components are recomputed instead
 SMALL_COMPONENT = 16  # transfers up to which a connected component is refilled whole
+LARGE_SEARCHES = 2    # searches for small components per settle that may find large ones;
+                      # after that the machine is taken to be crowded and the rest go local
+LOCAL_ROUNDS = 6      # rounds of growing the group before recomputing whole components
+LOCAL_GROUP = 256     # transfers in the group beyond which whole components are recomputed
+CROWDED_LINK = 8      # transfers on one link beyond which whole components are recomputed
 TOLERANCE = 1e-10  # relative slack of "full" and "fastest" when checking max-min optimality
 
 
@@ -322,10 +324,11 @@ class Fabric:
         large: dict[Flow, None] = {}
         done: set[Flow] = set()      # refilled with their whole component
         crowded: set[Flow] = set()   # met while finding a component too large to refill
+        failures = 0
         for flow in group:
             if not flow.attached or flow in done:
                 continue
-            if flow in crowded:
+            if flow in crowded or failures >= LARGE_SEARCHES:
                 large[flow] = None
                 continue
             refilled, seen = self._regrant_small(flow, now)
@@ -334,6 +337,7 @@ class Fabric:
             else:
                 large[flow] = None
                 crowded.update(seen)
+                failures += 1
         if large:
             self._regrant_local(large, now)
 
@@ -477,7 +481,7 @@ class Fabric:
         """
         departures_only = all(flow.drain_at >= 0 for flow in group)
         for _ in range(LOCAL_ROUNDS):
-            if len(group) > LOCAL_GROUP or any(len(channel.flows) > LOCAL_GROUP // 8
+            if len(group) > LOCAL_GROUP or any(len(channel.flows) > CROWDED_LINK
                                                for flow in group for channel in flow.channels):
                 break
             self._drop_drained(group, now)
