@@ -56,25 +56,35 @@ class _Role:
     def plan(self) -> dict[int, list[Op]]:
         """The transfers this role posts, by tick: receives from the children and the send
         to the parent on the way up, then the receive from the parent and the sends to the
-        children on the way down (in that order within a tick)."""
-        by_tick: dict[int, list[list[Op]]] = {}
+        children on the way down (in that order within a tick).
 
-        def at(tick: int, kind: int) -> list[Op]:
-            return by_tick.setdefault(tick, [[], [], [], []])[kind]
-
-        tree, parent, children = self.tree, self.parent, self.children
-        for i, region in enumerate(self.regions):
-            if children:
-                up, down = _tag(tree, UP, i), _tag(tree, DOWN, i)
-                at(i + self.height - 1, 0).extend(
-                    Recv(child, up, *region, reduce=True) for child in children)
-                at(i + self.top + self.depth, 3).extend(
-                    Send(child, down, *region) for child in children)
-            if parent is not None:
-                at(i + self.send_up, 1).append(Send(parent, _tag(tree, UP, i), *region))
-                at(i + self.top + self.depth - 1, 2).append(
-                    Recv(parent, _tag(tree, DOWN, i), *region))
-        return {tick: [op for kind in kinds for op in kind] for tick, kinds in by_tick.items()}
+        Each of the four kinds moves chunk ``tick - start`` at a tick, for its own start,
+        so a tick holds at most one chunk of each kind.
+        """
+        tree, parent, children, regions = self.tree, self.parent, self.children, self.regions
+        turn = self.top + self.depth  # the tick at which chunk 0 goes back down from here
+        kinds = []  # (first tick, the ops of chunk i) per kind, in the order posted
+        if children:
+            kinds.append((self.height - 1, lambda i: [
+                Recv(child, _tag(tree, UP, i), *regions[i], reduce=True) for child in children]))
+        if parent is not None:
+            kinds.append((self.send_up, lambda i: [Send(parent, _tag(tree, UP, i), *regions[i])]))
+            kinds.append((turn - 1, lambda i: [Recv(parent, _tag(tree, DOWN, i), *regions[i])]))
+        if children:
+            kinds.append((turn, lambda i: [
+                Send(child, _tag(tree, DOWN, i), *regions[i]) for child in children]))
+        chunks = len(regions)
+        first = min(start for start, _ in kinds)
+        last = max(start for start, _ in kinds) + chunks
+        plan: dict[int, list[Op]] = {}
+        for tick in range(first, last):
+            ops: list[Op] = []
+            for start, make in kinds:
+                if 0 <= tick - start < chunks:
+                    ops += make(tick - start)
+            if ops:
+                plan[tick] = ops
+        return plan
 
 
 def _double_tree_cost(c: Cost) -> float:

@@ -683,12 +683,14 @@ class Fabric:
             flow.rate = rate
             changed[flow] = None
         # A transfer needs an event when its last byte leaves only if another on its links
-        # is still moving then; the latest last byte per link decides.
+        # is still moving then; the latest last byte per link decides. In a whole component
+        # whose transfers all drain at one instant (an all-to-all) none is outlasted.
+        together = closed and len({flow.drain_at for flow in affected}) == 1
         last_out: dict[Channel, float] = {}
         for flow in affected:
             outlasted = False
             drain = flow.drain_at
-            for channel in flow.channels:
+            for channel in () if together else flow.channels:
                 latest = last_out.get(channel)
                 if latest is None:
                     latest = last_out[channel] = max(f.drain_at for f in channel.flows)
