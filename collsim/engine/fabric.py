@@ -107,9 +107,10 @@ class Milestones:
     _ok = True
     _value = None
 
-    def __init__(self, flows: list[Flow], callback: Callable[[Milestones], None]) -> None:
+    def __init__(self, flows: list[Flow], callbacks: list[Callable[[Milestones], None]]
+                 ) -> None:
         self.flows = flows
-        self.callbacks = [callback]
+        self.callbacks = callbacks
 
 
 class Fabric:
@@ -135,7 +136,8 @@ class Fabric:
         self.held: list[Flow] = []
         self.transfers = 0
         self._fills = 0  # progressive fills so far, numbering each one's channel scratch
-        self._flow_callbacks = [self._flow_event]
+        self._flow_callbacks = [self._flow_event]  # shared: SimPy only reads the list
+        self._milestone_callbacks = [self._milestones]
 
     def route(self, src: int, dst: int) -> tuple[tuple[Channel, ...], float, float]:
         """(channels, total latency, bottleneck bandwidth) from GPU ``src`` to GPU ``dst``."""
@@ -176,7 +178,7 @@ class Fabric:
             now = env._now
             flow.rate = bottleneck
             flow.drain_at = drain = now + size / bottleneck
-            delay = drain + latency - now  # as _schedule_flow, inlined: the hot path
+            delay = drain + latency - now  # as _schedule_flows, inlined: the hot path
             flow.due = now + delay
             flow.callbacks = self._flow_callbacks
             env.schedule(flow, NORMAL, delay)
@@ -194,6 +196,7 @@ class Fabric:
         a whole link and then regranted."""
         self.holding = False
         now = self.env._now
+        alone: list[Flow] = []
         for flow in self.held:
             for channel in flow.channels:
                 if len(channel.flows) > 1:
@@ -203,8 +206,9 @@ class Fabric:
                     break
             else:  # alone: the bottleneck link's full bandwidth, as in transfer()
                 flow.drain_at = now + flow.size / flow.rate
-                self._schedule_flow(flow, now)
+                alone.append(flow)
         self.held.clear()
+        self._schedule_flows(alone, now)
 
     # -- scheduling -------------------------------------------------------------------------
 
@@ -220,24 +224,20 @@ class Fabric:
             self._settle_pending = True
             call_later(self.env, 0, self._settle)
 
-    def _schedule_flow(self, flow: Flow, now: float) -> None:
-        """Schedule ``flow``'s next milestone: when its last byte leaves if it is outlasted
-        (the others speed up then), else directly its delivery."""
-        delay = flow.drain_at - now if flow.outlasted else flow.drain_at + flow.latency - now
-        flow.due = now + delay  # the very sum SimPy's schedule() computes
-        flow.callbacks = self._flow_callbacks
-        self.env.schedule(flow, NORMAL, delay)
-
     def _schedule_flows(self, flows: Iterable[Flow], now: float) -> None:
-        """:meth:`_schedule_flow` for many, with those due at one instant sharing one SimPy
-        event (a million transfers of an all-to-all that finish together cost one entry in
-        SimPy's queue, not a million). They fire in the same order as separate entries
-        would: together, in the order scheduled."""
+        """Schedule each flow's next milestone: when its last byte leaves if it is outlasted
+        (the others speed up then), else directly its delivery.
+
+        Flows due at one instant share one SimPy event (a million transfers of an
+        all-to-all that finish together cost one entry in SimPy's queue, not a million);
+        they fire in the same order as separate entries would: together, in the order
+        scheduled.
+        """
         instants: dict[float, tuple[float, list[Flow]]] = {}
         for flow in flows:
             delay = flow.drain_at - now if flow.outlasted else \
                 flow.drain_at + flow.latency - now
-            due = flow.due = now + delay
+            due = flow.due = now + delay  # the very sum SimPy's schedule() computes
             entry = instants.get(due)
             if entry is None:
                 instants[due] = (delay, [flow])
@@ -250,7 +250,7 @@ class Fabric:
                 flow.callbacks = callbacks
                 env.schedule(flow, NORMAL, delay)
             else:
-                env.schedule(Milestones(due_then, self._milestones), NORMAL, delay)
+                env.schedule(Milestones(due_then, self._milestone_callbacks), NORMAL, delay)
 
     def _milestones(self, milestones: Milestones) -> None:
         flow_event = self._flow_event
@@ -407,7 +407,7 @@ class Fabric:
         flow.drain_at = now + self._left(flow, now) / rate
         flow.rate = rate
         flow.outlasted = False
-        self._schedule_flow(flow, now)
+        self._schedule_flows((flow,), now)
 
     def _fill_component(self, flows: list[Flow], channels: list[Channel],
                         index: dict[Channel, int], now: float) -> None:
