@@ -629,7 +629,14 @@ class Fabric:
                         left -= other.rate
             channel.capacity = left if left > 0 else 0.0
             channel.initial = channel.users
-        heap = [(c.capacity / c.users, index, c) for index, c in enumerate(links)]
+        shares = [c.capacity / c.users for c in links]
+        if min(shares) == max(shares):
+            # Every link offers the same fair share, so filling freezes every transfer at
+            # it (freezing one link's transfers leaves the others' shares as they were): an
+            # all-to-all's million transfers need no heap.
+            return dict.fromkeys(flows, shares[0])
+        heap = [(share, index, c)
+                for index, (share, c) in enumerate(zip(shares, links, strict=True))]
         heapq.heapify(heap)
         rates: dict[Flow, float] = {}
         level = 0.0
@@ -677,9 +684,13 @@ class Fabric:
         changed: dict[Flow, None] = {}
         for flow in affected:
             rate = rates.get(flow, flow.rate)
-            if flow.drain_at >= 0 and rate == flow.rate:
+            drain = flow.drain_at
+            if drain >= 0 and rate == flow.rate:
                 continue
-            flow.drain_at = now + self._left(flow, now) / rate
+            if flow.since != now and drain >= 0:  # as _left(), inlined: the hot loop
+                flow.left = (drain - now) * flow.rate
+                flow.since = now
+            flow.drain_at = now + flow.left / rate
             flow.rate = rate
             changed[flow] = None
         # A transfer needs an event when its last byte leaves only if another on its links
