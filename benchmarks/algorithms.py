@@ -51,9 +51,9 @@ FAMILIES = {
 }
 
 
-def one(family: str, p: int) -> dict:
-    """Simulate one family's case; CPU seconds of the timing run and transfers moved."""
-    from collsim.engine.timing import TimingEngine
+def case(family: str, p: int) -> tuple:
+    """One family's benchmark case at p ranks: (topology, gpus, job, algorithm), on a
+    ``switch`` with 1 µs links of 100 GB/s and a reduction bandwidth of 1 TB/s."""
     from collsim.hardware.topology import switch
     from collsim.simulate import get_algorithm, make_job
 
@@ -61,6 +61,14 @@ def one(family: str, p: int) -> dict:
     topology = switch("bench", p, 1e-6, 100e9, 1e12)
     algorithm = get_algorithm(collective, name)
     job, gpus = make_job(topology, algorithm, p, size(p), {})
+    return topology, gpus, job, algorithm
+
+
+def one(family: str, p: int) -> dict:
+    """Simulate one family's case; CPU seconds of the timing run and transfers moved."""
+    from collsim.engine.timing import TimingEngine
+
+    topology, gpus, job, algorithm = case(family, p)
     # Families with a few thousand transfers run in milliseconds, where this machine's
     # timer noise dominates: repeat the run until a second of CPU has passed and keep the
     # fastest (a fresh engine each time; the ring's one run takes many seconds).
