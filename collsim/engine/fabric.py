@@ -50,18 +50,19 @@ def call_later(env: simpy.Environment, delay: float, callback: Callable[[object]
 class Channel:
     """The engine's view of one directed link: its bandwidth and the transfers on it."""
 
-    __slots__ = ("bandwidth", "flows", "fill", "capacity", "users", "initial")
+    __slots__ = ("bandwidth", "flows", "fill", "capacity", "users", "initial", "latest")
 
     def __init__(self, bandwidth: float) -> None:
         self.bandwidth = bandwidth
         self.flows: dict[Flow, None] = {}  # an insertion-ordered set, for determinism
-        # Scratch of one progressive fill (:meth:`Fabric._fill`), valid while ``fill`` is
-        # that fill's number: capacity not yet shared out, transfers still to be given a
-        # share, and how many there were at the start.
+        # Scratch of one progressive fill (:meth:`Fabric._fill`, ``_fill_component``), valid
+        # while ``fill`` is that fill's number: capacity not yet shared out, transfers still
+        # to be given a share, how many there were at the start, and the latest drain.
         self.fill = 0
         self.capacity = 0.0
         self.users = 0
         self.initial = 0
+        self.latest = 0.0
 
 
 class Flow:
@@ -345,25 +346,26 @@ class Fabric:
         """Refill the whole component of ``start`` if it has at most SMALL_COMPONENT moving
         transfers, else change nothing; whether it did, and the transfers it met.
 
-        Progressive filling with a scan for the tightest link, which at this size costs
-        less than :meth:`_fill`'s heap. Drained transfers met on the way are detached only
-        once the component is known to be small, since its refill is what speeds up their
-        neighbours.
+        Drained transfers met on the way are detached only once the component is known to
+        be small, since its refill is what speeds up their neighbours. The channels met are
+        marked with a new fill number, so that :meth:`_fill_component` can use their
+        scratch.
         """
+        self._fills += 1
+        fill = self._fills
         flows = [start]
         seen = {start}
         drained: list[Flow] = []
         channels: list[Channel] = []
-        index: dict[Channel, int] = {}
         for flow in flows:
             for channel in flow.channels:
-                if channel in index:
+                if channel.fill == fill:
                     continue
                 members = channel.flows
                 if len(members) > SMALL_COMPONENT:
                     seen.update(members)  # all of them are in this large component
                     return False, seen
-                index[channel] = len(channels)
+                channel.fill = fill
                 channels.append(channel)
                 if len(members) == 1:
                     continue  # only ``flow`` itself
@@ -385,7 +387,7 @@ class Fabric:
         if len(flows) == 1:
             self._grant_alone(flows[0], now)
         elif flows:
-            self._fill_component(flows, channels, index, now)
+            self._fill_component(flows, channels, now)
         return True, seen
 
     @staticmethod
@@ -409,42 +411,42 @@ class Fabric:
         flow.outlasted = False
         self._schedule_flows((flow,), now)
 
-    def _fill_component(self, flows: list[Flow], channels: list[Channel],
-                        index: dict[Channel, int], now: float) -> None:
+    def _fill_component(self, flows: list[Flow], channels: list[Channel], now: float) -> None:
         """Max-min rates for a whole small component by progressive filling, scanning for
-        the tightest link; a transfer's new drain time is set as it is frozen."""
-        capacity = [channel.bandwidth for channel in channels]
-        users = [len(channel.flows) for channel in channels]
-        links = range(len(channels))
+        the tightest link (at this size cheaper than :meth:`_fill`'s heap); a transfer's new
+        drain time is set as it is frozen. ``channels`` are the component's links, with
+        their scratch marked by the current fill number."""
+        for channel in channels:
+            channel.capacity = channel.bandwidth
+            channel.users = len(channel.flows)
+            channel.latest = 0.0
         frozen: set[Flow] = set()
         changed: list[Flow] = []
         level = 0.0
         count = len(flows)
         while len(frozen) < count:
             share = float("inf")
-            tightest = 0
-            for i in links:
-                left = users[i]
-                if left and capacity[i] < share * left:
-                    share = capacity[i] / left
-                    tightest = i
+            tightest = channels[0]
+            for channel in channels:
+                left = channel.users
+                if left and channel.capacity < share * left:
+                    share = channel.capacity / left
+                    tightest = channel
             if abs(share - level) <= level * SAME_RATE:
                 share = level
             level = share
-            for flow in channels[tightest].flows:
+            for flow in tightest.flows:
                 if flow in frozen:
                     continue
                 frozen.add(flow)
                 for channel in flow.channels:
-                    j = index[channel]
-                    capacity[j] -= share
-                    users[j] -= 1
+                    channel.capacity -= share
+                    channel.users -= 1
                 if flow.drain_at < 0 or share != flow.rate:
                     flow.drain_at = now + self._left(flow, now) / share
                     flow.rate = share
                     changed.append(flow)
         # A transfer is outlasted if another on one of its links drains later.
-        latest = [0.0] * len(channels)
         first = last = flows[0].drain_at
         for flow in flows:
             drain = flow.drain_at
@@ -453,16 +455,15 @@ class Fabric:
             elif drain > last:
                 last = drain
             for channel in flow.channels:
-                j = index[channel]
-                if drain > latest[j]:
-                    latest[j] = drain
+                if drain > channel.latest:
+                    channel.latest = drain
         together = last == first
         for flow in flows:
             outlasted = False
             if not together:
                 drain = flow.drain_at
                 for channel in flow.channels:
-                    if latest[index[channel]] > drain:
+                    if channel.latest > drain:
                         outlasted = True
                         break
             if outlasted != flow.outlasted:
