@@ -29,7 +29,9 @@ SAME_RATE = 1e-12  # relative difference below which two fair shares are one rat
 EPSILON = sys.float_info.epsilon  # the relative rounding of one float operation, at most
 SMALL_COMPONENT = 16  # transfers up to which a connected component is refilled whole
 LARGE_SEARCHES = 2    # searches for small components per settle that may find large ones;
-                      # after that the machine is taken to be crowded and the rest go local
+                      # after that the machine is taken to be crowded and the rest go local;
+                      # after as many settles in a row finding only large ones, settles
+RETRY_SEARCH = 16     # skip the search but for one in this many
 LOCAL_ROUNDS = 6      # rounds of growing the group before recomputing whole components
 LOCAL_GROUP = 256     # transfers in the group beyond which whole components are recomputed
 CROWDED_LINK = 8      # transfers on one link beyond which whole components are recomputed
@@ -137,6 +139,8 @@ class Fabric:
         self.held: list[Flow] = []
         self.transfers = 0
         self._fills = 0  # progressive fills so far, numbering each one's channel scratch
+        self._settles = 0
+        self._crowded_settles = 0  # settles in a row whose searches found only large ones
         self._flow_callbacks = [self._flow_event]  # shared: SimPy only reads the list
         self._milestone_callbacks = [self._milestones]
 
@@ -325,20 +329,30 @@ class Fabric:
         large: dict[Flow, None] = {}
         done: set[Flow] = set()      # refilled with their whole component
         crowded: set[Flow] = set()   # met while finding a component too large to refill
-        failures = 0
+        # After settles that found only large components (a full pipeline, where every
+        # port is shared), most searches would fail too: skip them, trying again now and
+        # then. Either way the rates are the same; only the cost differs.
+        self._settles += 1
+        failures = LARGE_SEARCHES if self._crowded_settles >= LARGE_SEARCHES and \
+            self._settles % RETRY_SEARCH else 0
+        searched = refills = 0
         for flow in group:
             if not flow.attached or flow in done:
                 continue
             if flow in crowded or failures >= LARGE_SEARCHES:
                 large[flow] = None
                 continue
+            searched += 1
             refilled, seen = self._regrant_small(flow, now)
             if refilled:
                 done.update(seen)
+                refills += 1
             else:
                 large[flow] = None
                 crowded.update(seen)
                 failures += 1
+        if searched:
+            self._crowded_settles = 0 if refills else self._crowded_settles + 1
         if large:
             self._regrant_local(large, now)
 
