@@ -11,7 +11,7 @@ A case runs three times on the same program:
    fails), but spends nothing on finding rates.
 
 The replay's speed bounds what a perfect max-min algorithm would give this engine (from
-above: it also pays for numbering its flows, about a microsecond each). The gap to the
+above: it also pays for numbering its flows, under a microsecond each). The gap to the
 real run is the rates' share.
 
     python benchmarks/rate_floor.py                       # the contended families
@@ -36,11 +36,14 @@ CONTENDED = ["ring", "double_binary_tree", "double_binary_tree (64 MiB)", "direc
              "binary_tree"]
 
 
-def _numbered_flows(fabric_module, journal: list | None) -> list:
-    """Make the fabric build flows that carry their creation number (the same in both
-    runs, since the runs are deterministic); with a ``journal``, record detachments made
-    during a settle into its last entry."""
-    created: list = []
+def _numbered_flows(fabric_module, journal: list | None, wanted: set[int] | None = None
+                    ) -> dict[int, object]:
+    """Make the fabric build flows that carry their creation number (the same in every
+    run, since runs are deterministic). With a ``journal``, record detachments made during
+    a settle into its last entry; with ``wanted``, keep those flows by number (and no
+    others, so that a replay holds no more flows alive than the real run)."""
+    kept: dict[int, object] = {}
+    count = [0]
     base = fabric_module.Flow
     slot = base.attached  # the slot's descriptor, wrapped by the property below
 
@@ -49,8 +52,10 @@ def _numbered_flows(fabric_module, journal: list | None) -> list:
 
         def __init__(self, *args) -> None:
             base.__init__(self, *args)
-            self.number = len(created)
-            created.append(self)
+            self.number = number = count[0]
+            count[0] = number + 1
+            if wanted is not None and number in wanted:
+                kept[number] = self
 
         if journal is not None:
             @property
@@ -64,11 +69,23 @@ def _numbered_flows(fabric_module, journal: list | None) -> list:
                 slot.__set__(self, value)
 
     fabric_module.Flow = NumberedFlow
-    return created
+    return kept
 
 
 def measure(family: str, p: int) -> dict:
-    """The real run's CPU seconds, then the replay's, for one family at p ranks."""
+    """The real run's CPU seconds, then the replay's, for one family at p ranks (the fabric
+    is restored afterwards)."""
+    import collsim.engine.fabric as fabric_module
+
+    Fabric = fabric_module.Fabric
+    saved = Fabric._settle, Fabric._schedule_flows, fabric_module.Flow
+    try:
+        return _measure(family, p)
+    finally:
+        Fabric._settle, Fabric._schedule_flows, fabric_module.Flow = saved
+
+
+def _measure(family: str, p: int) -> dict:
     from algorithms import case
 
     import collsim.engine.fabric as fabric_module
@@ -110,16 +127,26 @@ def measure(family: str, p: int) -> dict:
 
     real, real_cpu = timed_run()
     if recorded.time != real.time:
-        raise SystemExit(f"{family}: the recording run diverged")
+        raise RuntimeError(f"{family}: the recording run diverged")
 
-    # The replay: every settle applies what the recording run decided.
-    created = _numbered_flows(fabric_module, None)
-    decisions = iter(journal)
+    # The replay: every settle applies what the recording run decided. A flow is kept by
+    # number from its creation to the last settle that names it.
+    last_use: dict[int, int] = {}
+    for index, (detached, states, _) in enumerate(journal):
+        for number in detached:
+            last_use[number] = index
+        for state in states:
+            last_use[state[0]] = index
+    done_after: list[list[int]] = [[] for _ in journal]
+    for number, index in last_use.items():
+        done_after[index].append(number)
+    created = _numbered_flows(fabric_module, None, set(last_use))
+    decisions = iter(zip(journal, done_after, strict=True))
 
     def replayed_settle(self, _=None):
         self._settle_pending = False
         self._started, self._freed = [], []
-        detached, states, _ = next(decisions)
+        (detached, states, _), done = next(decisions)
         for number in detached:
             flow = created[number]
             flow.attached = False
@@ -132,11 +159,14 @@ def measure(family: str, p: int) -> dict:
             flow.since, flow.left = since, left
             flows.append(flow)
         schedule(self, flows, self.env._now)
+        for number in done:
+            del created[number]
 
     Fabric._settle = replayed_settle
     replay, replay_cpu = timed_run()
-    if replay.time != real.time or next(decisions, None) is not None:
-        raise SystemExit(f"{family}: the replay diverged ({replay.time!r} != {real.time!r})")
+    if replay.time != real.time or replay.finish != real.finish \
+            or next(decisions, None) is not None:
+        raise RuntimeError(f"{family}: the replay diverged ({replay.time!r} != {real.time!r})")
     return {"family": family, "p": p, "transfers": real.transfers, "settles": len(journal),
             "reschedules": sum(len(entry[1]) for entry in journal),
             "real_s": real_cpu, "floor_s": replay_cpu}
