@@ -50,41 +50,31 @@ class _Role:
         self.regions = [chunk_region(self.offset, self.count, self.chunks, i)
                         for i in range(self.chunks)]
 
-    def ticks(self) -> int:
-        return self.chunks + 2 * self.top - 1
+    def kinds(self) -> list[tuple[int, list[Op], ...]]:
+        """The transfers this role posts, as (first tick, ops of chunk 0, ops of chunk 1,
+        ...) per kind, in the order posted within a tick: receives from the children and
+        the send to the parent on the way up, then the receive from the parent and the
+        sends to the children on the way down.
 
-    def plan(self) -> dict[int, list[Op]]:
-        """The transfers this role posts, by tick: receives from the children and the send
-        to the parent on the way up, then the receive from the parent and the sends to the
-        children on the way down (in that order within a tick).
-
-        Each of the four kinds moves chunk ``tick - start`` at a tick, for its own start,
-        so a tick holds at most one chunk of each kind.
+        Kind k moves chunk ``tick - first`` at a tick, so a tick holds at most one chunk of
+        each kind.
         """
         tree, parent, children, regions = self.tree, self.parent, self.children, self.regions
         turn = self.top + self.depth  # the tick at which chunk 0 goes back down from here
-        kinds = []  # (first tick, the ops of chunk i) per kind, in the order posted
+        kinds = []
         if children:
-            kinds.append((self.height - 1, lambda i: [
-                Recv(child, _tag(tree, UP, i), *regions[i], reduce=True) for child in children]))
+            kinds.append((self.height - 1, *(
+                [Recv(child, _tag(tree, UP, i), *region, reduce=True) for child in children]
+                for i, region in enumerate(regions))))
         if parent is not None:
-            kinds.append((self.send_up, lambda i: [Send(parent, _tag(tree, UP, i), *regions[i])]))
-            kinds.append((turn - 1, lambda i: [Recv(parent, _tag(tree, DOWN, i), *regions[i])]))
+            kinds.append((self.send_up, *([Send(parent, _tag(tree, UP, i), *region)]
+                                          for i, region in enumerate(regions))))
+            kinds.append((turn - 1, *([Recv(parent, _tag(tree, DOWN, i), *region)]
+                                      for i, region in enumerate(regions))))
         if children:
-            kinds.append((turn, lambda i: [
-                Send(child, _tag(tree, DOWN, i), *regions[i]) for child in children]))
-        chunks = len(regions)
-        first = min(start for start, _ in kinds)
-        last = max(start for start, _ in kinds) + chunks
-        plan: dict[int, list[Op]] = {}
-        for tick in range(first, last):
-            ops: list[Op] = []
-            for start, make in kinds:
-                if 0 <= tick - start < chunks:
-                    ops += make(tick - start)
-            if ops:
-                plan[tick] = ops
-        return plan
+            kinds.append((turn, *([Send(child, _tag(tree, DOWN, i), *region) for child in children]
+                                  for i, region in enumerate(regions))))
+        return kinds
 
 
 def _double_tree_cost(c: Cost) -> float:
@@ -119,10 +109,18 @@ def _double_tree_cost(c: Cost) -> float:
     params=("chunk_size",),
 )
 def double_binary_tree_allreduce(rank: int, job: Job) -> Program:
-    """Both trees' up and down transfers for the same tick are posted as one step."""
+    """Both trees' up and down transfers for the same tick are posted as one step (tree 0's
+    before tree 1's); ticks with nothing to post are skipped."""
     if job.nranks == 1:
         return
-    roles = [_Role(job, rank, tree) for tree in (0, 1)]
-    first, second = (role.plan() for role in roles)
-    for tick in sorted(first.keys() | second.keys()):
-        yield tuple(first.get(tick, []) + second.get(tick, []))
+    kinds = [kind for tree in (0, 1) for kind in _Role(job, rank, tree).kinds()]
+    first = min(kind[0] for kind in kinds)
+    last = max(kind[0] + len(kind) - 1 for kind in kinds)
+    for tick in range(first, last):
+        step: list[Op] = []
+        for kind in kinds:
+            chunk = tick - kind[0]
+            if 0 <= chunk < len(kind) - 1:
+                step += kind[chunk + 1]
+        if step:
+            yield tuple(step)
