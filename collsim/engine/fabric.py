@@ -456,8 +456,12 @@ class Fabric:
                 for channel in flow.channels:
                     channel.capacity -= share
                     channel.users -= 1
-                if flow.drain_at < 0 or share != flow.rate:
-                    flow.drain_at = now + self._left(flow, now) / share
+                drain = flow.drain_at
+                if drain < 0 or share != flow.rate:
+                    if flow.since != now and drain >= 0:  # as _left(), inlined
+                        flow.left = (drain - now) * flow.rate
+                        flow.since = now
+                    flow.drain_at = now + flow.left / share
                     flow.rate = share
                     changed.append(flow)
         # A transfer is outlasted if another on one of its links drains later.
