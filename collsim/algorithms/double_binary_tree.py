@@ -50,30 +50,31 @@ class _Role:
         self.regions = [chunk_region(self.offset, self.count, self.chunks, i)
                         for i in range(self.chunks)]
 
-    def kinds(self) -> list[tuple[int, list[Op], ...]]:
-        """The transfers this role posts, as (first tick, ops of chunk 0, ops of chunk 1,
-        ...) per kind, in the order posted within a tick: receives from the children and
-        the send to the parent on the way up, then the receive from the parent and the
-        sends to the children on the way down.
+    def kinds(self) -> list[tuple[int, list[list[Op]]]]:
+        """The transfers this role posts, as (first tick, the ops of each chunk) per kind, in
+        the order posted within a tick: receives from the children and the send to the
+        parent on the way up, then the receive from the parent and the sends to the
+        children on the way down.
 
-        Kind k moves chunk ``tick - first`` at a tick, so a tick holds at most one chunk of
+        A kind moves chunk ``tick - first`` at a tick, so a tick holds at most one chunk of
         each kind.
         """
-        tree, parent, children, regions = self.tree, self.parent, self.children, self.regions
+        tree, parent, children = self.tree, self.parent, self.children
+        chunks = list(enumerate(self.regions))
         turn = self.top + self.depth  # the tick at which chunk 0 goes back down from here
         kinds = []
         if children:
-            kinds.append((self.height - 1, *(
+            kinds.append((self.height - 1, [
                 [Recv(child, _tag(tree, UP, i), *region, reduce=True) for child in children]
-                for i, region in enumerate(regions))))
+                for i, region in chunks]))
         if parent is not None:
-            kinds.append((self.send_up, *([Send(parent, _tag(tree, UP, i), *region)]
-                                          for i, region in enumerate(regions))))
-            kinds.append((turn - 1, *([Recv(parent, _tag(tree, DOWN, i), *region)]
-                                      for i, region in enumerate(regions))))
+            kinds.append((self.send_up, [[Send(parent, _tag(tree, UP, i), *region)]
+                                         for i, region in chunks]))
+            kinds.append((turn - 1, [[Recv(parent, _tag(tree, DOWN, i), *region)]
+                                     for i, region in chunks]))
         if children:
-            kinds.append((turn, *([Send(child, _tag(tree, DOWN, i), *region) for child in children]
-                                  for i, region in enumerate(regions))))
+            kinds.append((turn, [[Send(child, _tag(tree, DOWN, i), *region) for child in children]
+                                 for i, region in chunks]))
         return kinds
 
 
@@ -114,13 +115,12 @@ def double_binary_tree_allreduce(rank: int, job: Job) -> Program:
     if job.nranks == 1:
         return
     kinds = [kind for tree in (0, 1) for kind in _Role(job, rank, tree).kinds()]
-    first = min(kind[0] for kind in kinds)
-    last = max(kind[0] + len(kind) - 1 for kind in kinds)
+    first = min(start for start, _ in kinds)
+    last = max(start + len(ops) for start, ops in kinds)
     for tick in range(first, last):
         step: list[Op] = []
-        for kind in kinds:
-            chunk = tick - kind[0]
-            if 0 <= chunk < len(kind) - 1:
-                step += kind[chunk + 1]
+        for start, ops in kinds:
+            if 0 <= tick - start < len(ops):
+                step += ops[tick - start]
         if step:
             yield tuple(step)

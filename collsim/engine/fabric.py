@@ -28,10 +28,10 @@ from collsim.hardware.topology import Topology
 SAME_RATE = 1e-12  # relative difference below which two fair shares are one rate
 EPSILON = sys.float_info.epsilon  # the relative rounding of one float operation, at most
 SMALL_COMPONENT = 16  # transfers up to which a connected component is refilled whole
-LARGE_SEARCHES = 2    # searches for small components per settle that may find large ones;
-                      # after that the machine is taken to be crowded and the rest go local;
-                      # after as many settles in a row finding only large ones, settles
-RETRY_SEARCH = 16     # skip the search but for one in this many
+LARGE_SEARCHES = 2    # searches per settle that may find large components before the rest
+                      # of that settle goes local; after as many settles in a row that found
+                      # only large ones, settles skip the search, except
+RETRY_SEARCH = 16     # one in this many, which tries again
 LOCAL_ROUNDS = 6      # rounds of growing the group before recomputing whole components
 LOCAL_GROUP = 256     # transfers in the group beyond which whole components are recomputed
 CROWDED_LINK = 8      # transfers on one link beyond which whole components are recomputed
