@@ -4,7 +4,7 @@ Each family runs one representative collective on a ``switch`` at p = 1024, in a
 subprocess, timing only the engine's run. Two cases are heavy:
 
 - ``direct`` starts all p(p-1) transfers at once, each port shared by p-1 of them: a
-  million transfers at 1024 ranks (about 45 s and 1.7 GB).
+  million transfers at 1024 ranks (about 15 s and 1.2 GB).
 - the double binary tree runs twice: at 16 MiB (16 chunks a tree, the pipeline mostly
   filling and draining) and at 64 MiB (full pipeline, where every port carries several
   transfers at different rates and each change ripples through the max-min shares).

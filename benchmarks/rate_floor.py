@@ -36,12 +36,13 @@ CONTENDED = ["ring", "double_binary_tree", "double_binary_tree (64 MiB)", "direc
              "binary_tree"]
 
 
-def _numbered_flows(fabric_module, journal: list | None, wanted: set[int] | None = None
+def _numbered_flows(fabric_module, settling: list | None, wanted: set[int] | None = None
                     ) -> dict[int, object]:
     """Make the fabric build flows that carry their creation number (the same in every
-    run, since runs are deterministic). With a ``journal``, record detachments made during
-    a settle into its last entry; with ``wanted``, keep those flows by number (and no
-    others, so that a replay holds no more flows alive than the real run)."""
+    run, since runs are deterministic). With ``settling`` (a one-item list holding the
+    entry of the settle in progress, or None), record there the detachments a settle
+    makes; with ``wanted``, keep those flows by number (and no others, so that a replay
+    holds no more flows alive than the real run)."""
     kept: dict[int, object] = {}
     count = [0]
     base = fabric_module.Flow
@@ -57,15 +58,15 @@ def _numbered_flows(fabric_module, journal: list | None, wanted: set[int] | None
             if wanted is not None and number in wanted:
                 kept[number] = self
 
-        if journal is not None:
+        if settling is not None:
             @property
             def attached(self) -> bool:
                 return slot.__get__(self)
 
             @attached.setter
             def attached(self, value: bool) -> None:
-                if not value and journal and journal[-1][2] and slot.__get__(self):
-                    journal[-1][0].append(self.number)
+                if not value and settling[0] is not None and slot.__get__(self):
+                    settling[0][0].append(self.number)
                 slot.__set__(self, value)
 
     fabric_module.Flow = NumberedFlow
@@ -103,19 +104,21 @@ def _measure(family: str, p: int) -> dict:
         return run, time.process_time() - start
 
     # The recording run (first, so that both timed runs find the process warm):
-    # each settle's (detached, rescheduled states, still open).
-    journal: list = []
-    _numbered_flows(fabric_module, journal)
+    # each settle's (detached, rescheduled states).
+    journal: list[tuple[list, list]] = []
+    settling: list = [None]  # the entry of the settle in progress
+    _numbered_flows(fabric_module, settling)
 
     def recording_settle(self, _=None):
-        journal.append(([], [], True))
+        settling[0] = ([], [])
+        journal.append(settling[0])
         settle(self, _)
-        journal[-1] = journal[-1][:2] + (False,)
+        settling[0] = None
 
     def recording_schedule(self, flows, now):
         flows = list(flows)
-        if journal and journal[-1][2]:
-            journal[-1][1].extend((f.number, f.rate, f.drain_at, f.outlasted, f.since, f.left)
+        if settling[0] is not None:
+            settling[0][1].extend((f.number, f.rate, f.drain_at, f.outlasted, f.since, f.left)
                                   for f in flows)
         schedule(self, flows, now)
 
@@ -132,7 +135,7 @@ def _measure(family: str, p: int) -> dict:
     # The replay: every settle applies what the recording run decided. A flow is kept by
     # number from its creation to the last settle that names it.
     last_use: dict[int, int] = {}
-    for index, (detached, states, _) in enumerate(journal):
+    for index, (detached, states) in enumerate(journal):
         for number in detached:
             last_use[number] = index
         for state in states:
@@ -146,7 +149,7 @@ def _measure(family: str, p: int) -> dict:
     def replayed_settle(self, _=None):
         self._settle_pending = False
         self._started, self._freed = [], []
-        (detached, states, _), done = next(decisions)
+        (detached, states), done = next(decisions)
         for number in detached:
             flow = created[number]
             flow.attached = False

@@ -286,6 +286,13 @@ class Fabric:
         flow.due = -1.0
         flow.on_done(flow.token)
 
+    @staticmethod
+    def _unlink(flow: Flow) -> None:
+        """Stop counting ``flow`` on its links (its last byte has left)."""
+        flow.attached = False
+        for channel in flow.channels:
+            del channel.flows[flow]
+
     def _detach(self, flow: Flow) -> None:
         """Stop counting ``flow`` on its links; the others there may now go faster."""
         flow.attached = False
@@ -333,13 +340,12 @@ class Fabric:
         # port is shared), most searches would fail too: skip them, trying again now and
         # then. Either way the rates are the same; only the cost differs.
         self._settles += 1
-        failures = LARGE_SEARCHES if self._crowded_settles >= LARGE_SEARCHES and \
-            self._settles % RETRY_SEARCH else 0
-        searched = refills = 0
+        search = self._crowded_settles < LARGE_SEARCHES or not self._settles % RETRY_SEARCH
+        failures = searched = refills = 0
         for flow in group:
             if not flow.attached or flow in done:
                 continue
-            if flow in crowded or failures >= LARGE_SEARCHES:
+            if not search or flow in crowded or failures >= LARGE_SEARCHES:
                 large[flow] = None
                 continue
             searched += 1
@@ -395,9 +401,7 @@ class Fabric:
         if 0 <= start.drain_at <= now:
             drained.append(flows.pop(0))
         for flow in drained:
-            flow.attached = False
-            for channel in flow.channels:
-                del channel.flows[flow]
+            self._unlink(flow)
         if len(flows) == 1:
             self._grant_alone(flows[0], now)
         elif flows:
@@ -456,12 +460,8 @@ class Fabric:
                 for channel in flow.channels:
                     channel.capacity -= share
                     channel.users -= 1
-                drain = flow.drain_at
-                if drain < 0 or share != flow.rate:
-                    if flow.since != now and drain >= 0:  # as _left(), inlined
-                        flow.left = (drain - now) * flow.rate
-                        flow.since = now
-                    flow.drain_at = now + flow.left / share
+                if flow.drain_at < 0 or share != flow.rate:
+                    flow.drain_at = now + self._left(flow, now) / share
                     flow.rate = share
                     changed.append(flow)
         # A transfer is outlasted if another on one of its links drains later.
@@ -609,9 +609,7 @@ class Fabric:
             if flow in component or not flow.attached:
                 continue
             if 0 <= flow.drain_at <= now:
-                flow.attached = False
-                for channel in flow.channels:
-                    del channel.flows[flow]
+                self._unlink(flow)
                 continue
             component[flow] = None
             for channel in flow.channels:
@@ -703,13 +701,9 @@ class Fabric:
         changed: dict[Flow, None] = {}
         for flow in affected:
             rate = rates.get(flow, flow.rate)
-            drain = flow.drain_at
-            if drain >= 0 and rate == flow.rate:
+            if flow.drain_at >= 0 and rate == flow.rate:
                 continue
-            if flow.since != now and drain >= 0:  # as _left(), inlined: the hot loop
-                flow.left = (drain - now) * flow.rate
-                flow.since = now
-            flow.drain_at = now + flow.left / rate
+            flow.drain_at = now + self._left(flow, now) / rate
             flow.rate = rate
             changed[flow] = None
         # A transfer needs an event when its last byte leaves only if another on its links
