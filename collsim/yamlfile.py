@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,12 @@ import yaml
 from collsim.errors import InputError
 
 KeyPath = tuple[Any, ...]
+
+# A topology or scenario file is a few hundred lines; these bounds are far above any real one
+# and keep a hostile file (a billion-laughs alias bomb, a 10 GB file) from hanging the reader.
+MAX_YAML_BYTES = 4 * 2**20
+MAX_YAML_VALUES = 100_000  # values once aliases are expanded, each use of an alias counted
+MAX_YAML_DEPTH = 64  # levels of nested mappings and lists
 
 
 @dataclass
@@ -63,11 +71,17 @@ def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], file: str) 
 
 
 def parse_yaml(text: str, file: str = "<string>") -> Document:
-    """Parse YAML text with the safe loader; a syntax error becomes an InputError with its line."""
+    """Parse YAML text with the safe loader; a syntax error becomes an InputError with its line.
+
+    Aliases (``*name``) are allowed, but the document they expand to is bounded
+    (:data:`MAX_YAML_VALUES` values, :data:`MAX_YAML_DEPTH` levels), so that an alias bomb is
+    refused in milliseconds instead of expanding to gigabytes."""
     loader = None
     try:
         loader = yaml.SafeLoader(text)  # rejects control characters itself: inside the try
         node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(node, file)
         data = loader.construct_document(node) if node is not None else None
         lines: dict[KeyPath, int] = {}
         if node is not None:
@@ -80,22 +94,97 @@ def parse_yaml(text: str, file: str = "<string>") -> Document:
         raise InputError(f"not valid YAML: {problem}", file=file, line=line) from None
     except yaml.YAMLError as exc:
         raise InputError(f"not valid YAML: {exc}", file=file) from None
+    except RecursionError:
+        raise InputError(f"nested more than {MAX_YAML_DEPTH} levels deep; a collsim file "
+                         f"needs a handful", file=file) from None
     finally:
         if loader is not None:
             loader.dispose()
     return Document(data, file, lines)
 
 
-def read_text(path: str | Path, what: str = "file") -> str:
-    """A UTF-8 file's text; a missing or unreadable one is an InputError naming ``what``."""
+def _check_expansion(root: yaml.Node, file: str) -> None:
+    """Refuse a document that nests too deeply, refers to itself, or expands (through aliases,
+    which repeat the node their anchor names) to more than MAX_YAML_VALUES values."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node, depth: int) -> int:
+        if depth > MAX_YAML_DEPTH:
+            raise InputError(f"nested more than {MAX_YAML_DEPTH} levels deep (line "
+                             f"{node.start_mark.line + 1}); a collsim file needs a handful",
+                             file=file, line=node.start_mark.line + 1)
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in open_nodes:
+            raise InputError("an alias refers to a node that contains it: the document "
+                             "would be infinite", file=file, line=node.start_mark.line + 1)
+        open_nodes.add(id(node))
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_YAML_VALUES:
+                raise InputError(f"expands to more than {MAX_YAML_VALUES:,} values once its "
+                                 f"aliases (*name) are replaced by what their anchors (&name) "
+                                 f"hold; a collsim file needs far fewer (is it an alias "
+                                 f"bomb?)", file=file, line=node.start_mark.line + 1)
+        open_nodes.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    size(root, 0)
+
+
+def read_text(path: str | Path, what: str = "file", limit: int = MAX_YAML_BYTES) -> str:
+    """A UTF-8 regular file's text, at most ``limit`` bytes; anything else (missing,
+    unreadable, a directory, a device or FIFO, too large) is an InputError naming ``what``."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore it.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise InputError(f"no such {what}", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {what}: {exc}", file=str(path)) from None
+    except IsADirectoryError:
+        raise InputError(f"is a directory; expected a {what}", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(f"is a directory; expected a {what}", file=str(path))
+        if not stat.S_ISREG(mode):
+            raise InputError(f"is not a regular file but a device, FIFO or socket; expected "
+                             f"a {what}", file=str(path))
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", file=str(path)) from None
+    finally:
+        os.close(descriptor)
+    if len(data) > limit:
+        raise InputError(f"larger than {format_limit(limit)}, the most a {what} may hold",
+                         file=str(path))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise InputError(f"cannot read {what}: not UTF-8 text (byte {exc.start})",
+                         file=str(path), line=line) from None
+
+
+def format_limit(limit: int) -> str:
+    """A byte limit as text: '4 MiB'."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if limit >= scale and limit % scale == 0:
+            return f"{limit // scale} {unit}"
+    return f"{limit} B"
 
 
 def load_yaml(path: str | Path) -> Document:
     """Read and parse a YAML file; a missing or unreadable file is an InputError."""
-    return parse_yaml(read_text(path), str(path))
+    return parse_yaml(read_text(path, "YAML file"), str(path))

@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import yaml
-
 from collsim.algorithms import algorithms_for
 from collsim.algorithms.registry import EXACT_TEXT, Algorithm
 from collsim.cli.common import SHIPPED_TOPOLOGIES
 from collsim.collectives import COLLECTIVES
 from collsim.errors import InputError
 from collsim.hardware.loader import KINDS, load_topology
+from collsim.yamlfile import load_yaml
 
 # DESIGN.md's table of algorithm names, in its order; the listing follows it.
 NAME_ORDER = ["ring", "binomial", "chain", "binary_tree", "double_binary_tree",
@@ -86,8 +85,7 @@ def _topologies_text(directory: Path) -> list[str]:
         except InputError as exc:
             lines.append(f"  {path.stem:<22} cannot be loaded: {exc}")
             continue
-        with path.open(encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
+        data = load_yaml(path).data
         description = data.get("description", "") if isinstance(data, dict) else ""
         lines.append(f"  {path.stem:<22} {topology.kind}, {topology.gpus} GPUs"
                      + (f": {description}" if description else ""))

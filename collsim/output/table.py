@@ -21,6 +21,8 @@ from collsim.yamlfile import read_text
 INPUT_COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes")
 MEASURED_COLUMNS = ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s")
 RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
+# A million-point sweep (the most a scenario may have) writes about 300 MB.
+MAX_TABLE_BYTES = 2**30
 NUMERIC_COLUMNS = {"ranks": int, "size_bytes": int, "time_s": float, "algbw_GBps": float,
                    "busbw_GBps": float, "analytic_time_s": float}
 
@@ -84,7 +86,7 @@ class TableWriter:
 
 def read_raw(path: Path) -> tuple[list[str], list[list[str]]]:
     """Header and rows as text; a last row cut short by a crash is dropped, not an error."""
-    text = read_text(path, "results table")
+    text = read_text(path, "results table", MAX_TABLE_BYTES)
     complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
     records = list(csv.reader(io.StringIO(complete)))
     if not records:
