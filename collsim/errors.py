@@ -44,3 +44,12 @@ class InputErrors(InputError):
 
 class SimulationError(Exception):
     """The simulated programs cannot finish (a receive that nothing matches)."""
+
+
+class OutputError(InputError):
+    """A file collsim must write cannot be written (read-only folder, full disk, ...): names
+    the path and the reason, and nothing half-written is left behind."""
+
+
+class WorkerLost(Exception):
+    """A worker process ended before finishing its points; names the point it was on."""

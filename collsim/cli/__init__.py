@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
+import threading
 
 from collsim import __version__
-from collsim.errors import InputError, SimulationError
+from collsim.errors import InputError, SimulationError, WorkerLost
 
 # Each module has add_parser(subparsers) and sets ``func`` on its parser.
 COMMANDS = ["estimate", "run", "plot", "crossover", "compare", "topo", "list"]
@@ -25,7 +28,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: state written, workers ended, then exit 143."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; bad input exits 2 with a message, never a traceback."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        status = _dispatch(argv)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # The reader of our output went away (collsim list | head): stop quietly, as a tool
+        # killed by SIGPIPE would; point stdout at /dev/null so the flush at exit is silent.
+        _silence_stdout()
+        return 128 + signal.SIGPIPE
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -39,6 +69,22 @@ def main(argv: list[str] | None = None) -> int:
     except SimulationError as exc:
         print(f"collsim: simulation failed: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except WorkerLost as exc:
+        print(f"collsim: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:
         print("collsim: interrupted", file=sys.stderr)
-        return 130
+        return interrupted_status(exc)
+
+
+def interrupted_status(exc: KeyboardInterrupt) -> int:
+    """128 + the signal's number, as a shell reports a process a signal ended."""
+    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout without a descriptor (tests)
+        pass

@@ -8,7 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from collsim.errors import InputError
+from collsim.cli import interrupted_status
+from collsim.errors import InputError, OutputError, WorkerLost
 from collsim.scenarios.loader import load_scenario
 from collsim.scenarios.runner import TABLE_FILE, RunOptions, run_scenario
 
@@ -51,16 +52,13 @@ def run(args: argparse.Namespace) -> int:
                          figures=not args.no_figures)
     try:
         report = run_scenario(scenario, options)
-    except KeyboardInterrupt:
-        table = out / TABLE_FILE
-        if table.exists():
-            again = shlex.join(["collsim", "run", args.scenario, "--out", str(out), "--resume",
-                                *(["--quick"] if args.quick else [])])
-            print(f"collsim: interrupted; {table} holds the points done so far. Complete it "
-                  f"with:\n  {again}", file=sys.stderr)
-        else:
-            print("collsim: interrupted before any point finished", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"collsim: interrupted; {_kept(args, out)}", file=sys.stderr)
+        return interrupted_status(exc)
+    except (WorkerLost, OutputError) as exc:
+        print(f"collsim: {'error: ' if isinstance(exc, OutputError) else ''}{exc}; "
+              f"{_kept(args, out)}", file=sys.stderr)
+        return 2 if isinstance(exc, OutputError) else 1
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     done = f"ran {report.ran} points" + (f" ({report.already} were already done)"
@@ -69,3 +67,14 @@ def run(args: argparse.Namespace) -> int:
     for path in report.figures:
         print(f"  {path}")
     return 0
+
+
+def _kept(args: argparse.Namespace, out: Path) -> str:
+    """What an unfinished run left, and the command that completes it."""
+    table = out / TABLE_FILE
+    if not table.exists():
+        return "no point had finished"
+    again = shlex.join(["collsim", "run", args.scenario, "--out", str(out), "--resume",
+                        *(["--quick"] if args.quick else []),
+                        *(["--jobs", str(args.jobs)] if args.jobs != 1 else [])])
+    return f"{table} holds the points done so far. Complete it with:\n  {again}"

@@ -4,15 +4,17 @@ so that ``--resume`` can refuse a table made from a different scenario."""
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from collsim import __version__
 from collsim.errors import InputError
+from collsim.output.files import replace_text
+from collsim.yamlfile import read_text
 
 RUN_FILE = "run.json"
+MAX_RUN_BYTES = 16 * 2**20
 
 
 def now() -> str:
@@ -29,22 +31,26 @@ def new_info(**fields: Any) -> dict[str, Any]:
 
 
 def read_info(directory: Path) -> dict[str, Any] | None:
-    """The run record in ``directory``, or None if there is none."""
+    """The run record in ``directory``, or None if there is none; an unreadable or corrupted
+    one is an InputError that says how to get past it."""
     path = Path(directory) / RUN_FILE
     if not path.exists():
         return None
+    hint = "pass --force to replace it (and the results beside it)"
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read the run record: {exc}", file=str(path)) from None
+        info = json.loads(read_text(path, "run record", MAX_RUN_BYTES))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the run record is corrupted ({exc.msg} at line {exc.lineno}); "
+                         f"{hint}", file=str(path), line=exc.lineno) from None
+    except InputError as exc:
+        raise InputError(f"{exc.message}; {hint}", file=str(path)) from None
     if not isinstance(info, dict):
-        raise InputError("not a collsim run record", file=str(path))
+        raise InputError(f"not a collsim run record (expected a JSON object); {hint}",
+                         file=str(path))
     return info
 
 
 def write_info(directory: Path, info: dict[str, Any]) -> None:
-    """Write the run record atomically (a temporary file, then a rename)."""
-    path = Path(directory) / RUN_FILE
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(info, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    """Write the run record whole or not at all (a temporary file, then a rename)."""
+    text = json.dumps(info, indent=2, default=str) + "\n"
+    replace_text(Path(directory) / RUN_FILE, lambda file: file.write(text))

@@ -11,10 +11,12 @@ import csv
 import io
 import os
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from collsim.errors import InputError
+from collsim.output.files import cut_torn_tail, replace_text, reported
 from collsim.yamlfile import read_text
 
 # DESIGN.md's columns, in order: the point's inputs, then what was measured.
@@ -56,26 +58,42 @@ def format_row(row: dict[str, Any], columns: Sequence[str]) -> str:
 
 
 class TableWriter:
-    """Appends rows to a results file, each flushed whole, so the file is always a table."""
+    """Appends rows to a results file, each flushed whole, so the file is always a table.
+
+    Opening cuts a torn last line first (left by a crash or a full disk in the middle of a
+    write), so that the next row starts on a line of its own instead of merging with it."""
 
     def __init__(self, path: Path, columns: Sequence[str]) -> None:
         self.path = Path(path)
         self.columns = list(columns)
-        fresh = not self.path.exists() or self.path.stat().st_size == 0
-        self._file = open(self.path, "a", encoding="utf-8", newline="")  # noqa: SIM115
-        if fresh:
-            self._file.write(format_row(dict(zip(columns, columns, strict=True)), columns))
-            self._file.flush()
+        with reported(self.path):
+            self._file = open(self.path, "ab+", buffering=0)  # noqa: SIM115 - see close()
+            cut_torn_tail(self._file)
+            if self._file.tell() == 0:
+                self._append(format_row(dict(zip(columns, columns, strict=True)), columns))
 
     def write(self, row: dict[str, Any]) -> None:
-        self._file.write(format_row(row, self.columns))
-        self._file.flush()
+        with reported(self.path):
+            self._append(format_row(row, self.columns))
+
+    def _append(self, line: str) -> None:
+        """Write one whole line; if the write fails half-way, cut the half line again."""
+        data = memoryview(line.encode("utf-8"))
+        try:
+            while data:
+                data = data[self._file.write(data):]
+        except OSError:
+            with suppress(OSError):
+                cut_torn_tail(self._file)
+            raise
 
     def close(self) -> None:
         if not self._file.closed:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            try:
+                with reported(self.path):
+                    os.fsync(self._file.fileno())
+            finally:
+                self._file.close()
 
     def __enter__(self) -> TableWriter:
         return self
@@ -138,15 +156,13 @@ def rewrite_sorted(path: Path, order: dict[tuple[str, ...], int]) -> None:
 
 
 def write_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    """Write header and text rows to ``path`` through a temporary file and a rename."""
-    temporary = Path(path).with_name(Path(path).name + ".tmp")
-    with open(temporary, "w", encoding="utf-8", newline="") as file:
+    """Write header and text rows to ``path`` whole or not at all (temporary file, rename)."""
+    def write(file: TextIO) -> None:
         writer = csv.writer(file, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows(rows)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+
+    replace_text(path, write)
 
 
 def point_key(values: dict[str, Any], columns: Sequence[str]) -> tuple[str, ...]:

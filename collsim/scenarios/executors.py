@@ -1,22 +1,24 @@
 """Where points run: in this process, in a pool of local processes, or on a Dask cluster.
 
-Each executor yields :class:`BatchResult` objects as batches finish, in any order; the runner
-writes rows as they come and sorts the table at the end, so results never depend on the
-executor. Batches grow from one point to about ``TARGET_SECONDS`` of work, measured as the run
-goes, but stay small enough near the end that every worker keeps busy.
+Each executor yields :class:`BatchResult` objects in any order, one per point where it can
+(here and on local processes, so each row reaches the table as its point ends) or one per
+batch (Dask); the runner writes rows as they come and sorts the table at the end, so results
+never depend on the executor. Batches grow from one point to about ``TARGET_SECONDS`` of work,
+measured as the run goes, but stay small enough near the end that every worker keeps busy.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import queue
-import signal
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from collsim.errors import InputError
 from collsim.scenarios.model import Point, TopologySource
-from collsim.scenarios.worker import Batch, BatchResult, run_batch
+from collsim.scenarios.pool import run_local
+from collsim.scenarios.worker import Batch, BatchResult, run_batch, run_point
+
+__all__ = ["Batcher", "run_dask", "run_here", "run_local"]
 
 TARGET_SECONDS = 0.5
 
@@ -57,47 +59,17 @@ class Batcher:
 
 
 def run_here(batcher: Batcher) -> Iterator[BatchResult]:
-    """Run every batch in this process, one after the other."""
+    """Run every point in this process, one after the other, yielding each as it ends."""
     while (batch := batcher.take()) is not None:
-        result = run_batch(batch)
-        batcher.record(result)
-        yield result
-
-
-def _ignore_interrupts() -> None:
-    # Ctrl-C reaches every process of the terminal's group; only the main process handles it.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def run_local(batcher: Batcher, jobs: int) -> Iterator[BatchResult]:
-    """Run batches on ``jobs`` local processes, two batches in flight per process."""
-    done: queue.Queue[Any] = queue.Queue()
-    pool = multiprocessing.get_context().Pool(jobs, initializer=_ignore_interrupts)
-    try:
-        in_flight = 0
-
-        def submit() -> bool:
-            batch = batcher.take()
-            if batch is None:
-                return False
-            pool.apply_async(run_batch, (batch,), callback=done.put, error_callback=done.put)
-            return True
-
-        for _ in range(2 * jobs):
-            in_flight += submit()
-        while in_flight:
-            result = done.get()
-            in_flight -= 1
-            if isinstance(result, BaseException):
-                raise RuntimeError(f"a worker process failed: {result!r}") from result
+        for point in batch.points:
+            start = time.perf_counter()
+            row, error = run_point(batch, point)
+            result = BatchResult([] if error else [(point.index, row)],
+                                 time.perf_counter() - start, error)
             batcher.record(result)
             yield result
-            if result.error is None:
-                in_flight += submit()
-        pool.close()
-        pool.join()
-    finally:
-        pool.terminate()
+            if error:
+                return
 
 
 def run_dask(batcher: Batcher, scheduler: str) -> Iterator[BatchResult]:

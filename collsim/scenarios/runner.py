@@ -14,12 +14,14 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collsim.errors import InputError
+from collsim.errors import InputError, OutputError
+from collsim.output.files import is_figure_file, reported
+from collsim.output.lock import FolderLock
 from collsim.output.runinfo import RUN_FILE, new_info, now, read_info, write_info
 from collsim.output.table import (
     TableWriter,
@@ -33,7 +35,7 @@ from collsim.output.table import (
 from collsim.scenarios.executors import Batcher, run_dask, run_here, run_local
 from collsim.scenarios.model import Point, Scenario
 from collsim.scenarios.progress import Progress
-from collsim.scenarios.sweep import expand
+from collsim.scenarios.sweep import Sweep, expand
 from collsim.scenarios.worker import raise_error
 
 if TYPE_CHECKING:
@@ -82,19 +84,34 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunReport:
     columns = header(scenario.swept_columns)
     order = {point_key(point_values(p), columns): p.index for p in sweep.points}
     out = Path(options.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} exists and is not a directory", key="--out")
+    created = not out.exists()
+    with reported(out):
+        out.mkdir(parents=True, exist_ok=True)
+    try:
+        with FolderLock(out):
+            return _run_locked(scenario, options, sweep, columns, order, out, created)
+    except BaseException:
+        if created and not (out / TABLE_FILE).exists():
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _run_locked(scenario: Scenario, options: RunOptions, sweep: Sweep, columns: list[str],
+                order: dict[tuple[str, ...], int], out: Path, created: bool) -> RunReport:
     table = out / TABLE_FILE
     done = _prepare(out, table, scenario, columns, order, options)
     pending = [p for p in sweep.points if point_key(point_values(p), columns) not in done]
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
     info = _start_info(out, scenario, options, columns, len(sweep.points), sweep.notes())
     started = time.monotonic()
     status = "failed"
     progress = Progress(len(sweep.points), len(sweep.points) - len(pending),
                         enabled=options.progress)
     try:
-        with TableWriter(table, columns) as writer:
-            for result in _execute(pending, scenario, options):
+        with TableWriter(table, columns) as writer, \
+                closing(_execute(pending, scenario, options)) as results:
+            for result in results:
                 for index, row in result.rows:
                     row.update(point_values(sweep.points[index]))
                     writer.write(row)
@@ -111,6 +128,9 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunReport:
             _finish(out, table, created, order, info, status)
     report = RunReport(out, len(sweep.points), len(sweep.points) - len(pending), len(pending),
                        time.monotonic() - started, notes=sweep.notes())
+    if info["status"] != "complete":
+        raise OutputError(f"{table} does not hold every point after the run; run again with "
+                          f"--resume to complete it")
     if options.figures:
         drawn = draw_scenario_figures(scenario, table, out)
         report.figures, report.notes = drawn.files, report.notes + drawn.notes
@@ -130,12 +150,12 @@ def draw_scenario_figures(scenario: Scenario, table: Path, out: Path) -> Drawn:
 def _prepare(out: Path, table: Path, scenario: Scenario, columns: list[str],
              order: dict[tuple[str, ...], int], options: RunOptions) -> set[tuple[str, ...]]:
     """Check the output directory; the keys of points already in its table (on --resume)."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out} exists and is not a directory", key="--out")
     if not table.exists():
+        if options.force:
+            _remove_previous(out)
         return set()
-    info = read_info(out)
     if options.resume:
+        info = read_info(out)
         if info is None:
             raise InputError(f"{out} has a {TABLE_FILE} but no {RUN_FILE} to check it against "
                              f"this scenario; pass --force to replace it", key="--resume")
@@ -152,9 +172,22 @@ def _prepare(out: Path, table: Path, scenario: Scenario, columns: list[str],
     if not options.force:
         raise InputError(f"{out} already holds {TABLE_FILE}; pass --resume to complete it, "
                          f"--force to replace it, or choose another --out", key="--out")
-    for name in [TABLE_FILE, RUN_FILE, *((info or {}).get("figure_files") or [])]:
-        (out / Path(name).name).unlink(missing_ok=True)
+    _remove_previous(out)
     return set()
+
+
+def _remove_previous(out: Path) -> None:
+    """--force: remove the table, the run record and the figures the record lists. The record
+    may be corrupted (that is one reason to force); figure names in it are only trusted when
+    they are plain figure file names, so nothing outside ``out`` is ever touched."""
+    try:
+        listed = (read_info(out) or {}).get("figure_files") or []
+    except InputError:
+        listed = []
+    figures = [name for name in listed if isinstance(name, str) and is_figure_file(name)]
+    for name in [TABLE_FILE, RUN_FILE, *figures]:
+        with reported(out / name):
+            (out / name).unlink(missing_ok=True)
 
 
 def _start_info(out: Path, scenario: Scenario, options: RunOptions, columns: list[str],
@@ -175,16 +208,21 @@ def _start_info(out: Path, scenario: Scenario, options: RunOptions, columns: lis
 
 def _finish(out: Path, table: Path, created: bool, order: dict[tuple[str, ...], int],
             info: dict[str, Any], status: str) -> None:
-    """Sort the table and record how the run ended; drop a directory that holds no result."""
-    rows = read_raw(table)[1] if table.exists() else []
+    """Sort the table and record how the run ended; drop a directory that holds no result.
+    The record says "complete" only if the table holds every point of the sweep."""
+    columns, rows = read_raw(table) if table.exists() else ([], [])
     if not rows and created:
         shutil.rmtree(out, ignore_errors=True)
         return
-    if table.exists():
+    if rows:
         rewrite_sorted(table, order)
+    keep = [columns.index(c) for c in key_columns(columns)]
+    held = {tuple(row[k] for k in keep) for row in rows} & set(order)
+    if status == "complete" and len(held) < len(order):
+        status = "incomplete"
     info["status"] = status
     info["finished"] = now()
-    info["points"]["done"] = len(rows)
+    info["points"]["done"] = len(held)
     info["sessions"][-1].update(finished=info["finished"], status=status)
     write_info(out, info)
 
@@ -203,12 +241,14 @@ def _execute(points: list[Point], scenario: Scenario, options: RunOptions) -> It
 
 @contextmanager
 def _no_interrupts() -> Iterator[None]:
-    """Hold Ctrl-C off while the table is sorted and the run recorded."""
+    """Hold Ctrl-C and SIGTERM off while the table is sorted and the run recorded."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {number: signal.signal(number, signal.SIG_IGN)
+                for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)

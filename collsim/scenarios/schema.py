@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from collsim.collectives import COLLECTIVES
+from collsim.output.files import FIGURE_FORMATS
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "schemas" / "scenario.schema.json"
 
 FIGURE_KINDS = ("time_vs_size", "busbw_vs_size", "crossover_map", "time_vs_ranks", "speedup")
-FORMATS = ("png", "svg", "pdf")
+FORMATS = FIGURE_FORMATS
 
 _SCALAR = ["string", "number", "boolean"]
 

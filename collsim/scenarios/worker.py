@@ -63,22 +63,27 @@ class BatchResult:
     error: tuple[str, str] | None = None
 
 
+def run_point(batch: Batch, point: Point) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """The row of one point of ``batch``, or the error (kind, text) that stopped it."""
+    try:
+        return simulate_point(batch.scenario, batch.sources, point), None
+    except InputError as exc:
+        return None, ("input", f"{describe(point)}: {exc}")
+    except SimulationError as exc:
+        return None, ("simulation", f"{describe(point)}: {exc}")
+    except Exception:  # noqa: BLE001 - a bug: carry its traceback to the main process
+        return None, ("bug", f"{describe(point)}:\n{traceback.format_exc()}")
+
+
 def run_batch(batch: Batch) -> BatchResult:
     """Simulate every point of ``batch`` in order, stopping at the first that fails."""
     start = time.perf_counter()
     result = BatchResult([], 0.0)
     for point in batch.points:
-        try:
-            result.rows.append((point.index, simulate_point(batch.scenario, batch.sources,
-                                                            point)))
-        except InputError as exc:
-            result.error = ("input", f"{_describe(point)}: {exc}")
-        except SimulationError as exc:
-            result.error = ("simulation", f"{_describe(point)}: {exc}")
-        except Exception:  # noqa: BLE001 - a bug: carry its traceback to the main process
-            result.error = ("bug", f"{_describe(point)}:\n{traceback.format_exc()}")
+        row, result.error = run_point(batch, point)
         if result.error:
             break
+        result.rows.append((point.index, row))
     result.seconds = time.perf_counter() - start
     return result
 
@@ -93,7 +98,8 @@ def raise_error(error: tuple[str, str]) -> None:
     raise RuntimeError(f"a worker failed on {text}")
 
 
-def _describe(point: Point) -> str:
+def describe(point: Point) -> str:
+    """The point as an error message names it."""
     settings = "".join(f", {k}={v}" for k, v in point.settings + point.params)
     return (f"point {point.index} ({point.topology_name}, {point.collective}, {point.algorithm}, "
             f"{point.ranks} ranks, {point.size} bytes{settings})")
