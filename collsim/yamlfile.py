@@ -187,4 +187,4 @@ def format_limit(limit: int) -> str:
 
 def load_yaml(path: str | Path) -> Document:
     """Read and parse a YAML file; a missing or unreadable file is an InputError."""
-    return parse_yaml(read_text(path, "YAML file"), str(path))
+    return parse_yaml(read_text(path), str(path))
