@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,8 +114,11 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     chosen = get_algorithm(collective, algorithm)
     job, gpus = make_job(topology, chosen, ranks, size_bytes, dict(params or {}))
     run = TimingEngine(topology, gpus, job, chosen.program).run()
-    time = run.time
-    algbw = size_bytes / time / 1e9 if time > 0 else (math.inf if size_bytes else 0.0)
+    time = float(run.time)
+    # A call that takes no time (one rank has nobody to talk to) moved nothing over a link:
+    # it reports algbw and busbw 0, as nccl-tests reports busbw 0 for one rank, instead of
+    # an infinite algbw and a busbw of inf * 0 = NaN that would poison tables and figures.
+    algbw = size_bytes / time / 1e9 if time > 0 else 0.0
     busbw = algbw * COLLECTIVES[collective].busbw_factor(ranks)
     return PointResult(topology.name, collective, algorithm, ranks, size_bytes, time, algbw,
                        busbw, analytic_time(topology, chosen, ranks, size_bytes, job.params),

@@ -9,7 +9,8 @@ from typing import Any
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, parse_override
 from collsim.hardware.topology import Topology
-from collsim.units import UnitError, parse_size
+from collsim.scenarios.axes import message_size
+from collsim.units import UnitError
 
 SHIPPED_TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
@@ -56,6 +57,6 @@ def params_from_args(args: argparse.Namespace) -> dict[str, Any]:
 def size_argument(text: str) -> int:
     """A size from the command line (4MiB, 1GB, 512) or an InputError naming --size."""
     try:
-        return parse_size(text)
+        return message_size(text)
     except UnitError as exc:
         raise InputError(str(exc), key="--size") from None

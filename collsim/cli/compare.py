@@ -6,8 +6,11 @@ import argparse
 import csv
 import sys
 from pathlib import Path
+from typing import TextIO
 
+from collsim.cli.plot import warn
 from collsim.output.compare import compare
+from collsim.output.files import replace_text
 from collsim.output.table import format_value, read_table
 from collsim.units import format_size, format_time
 
@@ -36,16 +39,20 @@ def _split(text: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    columns_a, rows_a = read_table(args.a)
-    columns_b, rows_b = read_table(args.b)
+    notes: list[str] = []
+    columns_a, rows_a = read_table(args.a, notes)
+    columns_b, rows_b = read_table(args.b, notes)
+    warn(notes)
     result = compare(columns_a, rows_a, columns_b, rows_b, args.metric,
                      _split(args.on) or None, _split(args.ignore))
     header = [*result.on, f"{args.metric}_a", f"{args.metric}_b", "ratio"]
     if args.csv:
-        with open(Path(args.csv), "w", encoding="utf-8", newline="") as file:
+        def write(file: TextIO) -> None:
             writer = csv.writer(file, lineterminator="\n")
             writer.writerow(header)
             writer.writerows([format_value(r[c]) for c in header] for r in result.rows)
+
+        replace_text(Path(args.csv), write)
     shown = [["B/A" if c == "ratio" else c for c in header]]
     for row in result.rows:
         shown.append([_cell(c, row[c], args.metric) for c in header])

@@ -12,8 +12,9 @@ from typing import Any
 from collsim.cli.common import add_param_argument, params_from_args, resolve_topology_path
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, parse_override
-from collsim.scenarios.axes import parse_rank_count
-from collsim.units import UnitError, format_size, format_time, parse_size
+from collsim.output.files import reported
+from collsim.scenarios.axes import message_size, parse_rank_count
+from collsim.units import UnitError, format_size, format_time
 
 COLUMNS = ("topology", "collective", "ranks", "below", "above", "crossover_bytes",
            "bracket_low_bytes", "time_s")
@@ -48,7 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _size(text: str, option: str) -> int:
     try:
-        return parse_size(text)
+        return message_size(text)
     except UnitError as exc:
         raise InputError(str(exc), key=option) from None
 
@@ -167,5 +168,6 @@ def _plot(rows: list[dict[str, Any]], path: Path, algorithms: tuple[str, ...],
         figure.suptitle(f"{collective}: size where {a} and {b} swap places\n"
                         f"(bisection in simulation)", fontsize=10)
         legend_below(figure, handles, labels)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        with reported(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
         save(figure, path.parent, path.stem, [suffix])

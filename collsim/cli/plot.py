@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from collsim.errors import InputError
-from collsim.output.runinfo import read_info
+from collsim.output.files import is_figure_file, reported
+from collsim.output.runinfo import RUN_FILE, read_info
 from collsim.output.table import read_table
 from collsim.scenarios.schema import FIGURE_KINDS, FORMATS
 
@@ -43,6 +44,42 @@ def _selection(texts: list[str]) -> dict[str, Any]:
     return chosen
 
 
+def warn(notes: list[str]) -> None:
+    """Print what reading a table left out, one line each, on stderr."""
+    for note in notes:
+        print(f"collsim: warning: {note}", file=sys.stderr)
+
+
+def recorded_figures(folder: Path) -> dict[str, Any]:
+    """The figures and formats the run.json beside a table asks for, checked: the names
+    become file names, so each must be a plain name that stays inside the output folder."""
+    info = read_info(folder) or {}
+    path = folder / RUN_FILE
+    hint = "pass --figure KIND and --format FORMAT to draw without it"
+    figures = info.get("figures")
+    if figures is not None:
+        if not isinstance(figures, list):
+            raise InputError(f"expected a list of figures; {hint}", file=str(path),
+                             key="figures")
+        for index, spec in enumerate(figures):
+            where = f"figures[{index}]"
+            if not isinstance(spec, dict) or spec.get("kind") not in FIGURE_KINDS:
+                raise InputError(f"expected a figure with a kind among "
+                                 f"{', '.join(FIGURE_KINDS)}; {hint}", file=str(path),
+                                 key=where)
+            name = spec.get("name", spec["kind"])
+            if not isinstance(name, str) or not is_figure_file(f"{name}.png"):
+                raise InputError(f"figure name {name!r} is not a plain file name (letters, "
+                                 f"digits, '.', '_', '-'; no folder); {hint}",
+                                 file=str(path), key=f"{where}.name")
+    formats = info.get("formats")
+    if formats is not None and (not isinstance(formats, list)
+                                or any(f not in FORMATS for f in formats)):
+        raise InputError(f"expected formats among {', '.join(FORMATS)}, got {formats!r}; "
+                         f"{hint}", file=str(path), key="formats")
+    return info
+
+
 def default_figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What a table can show: time and busbw against size, and, when it has them, the
     crossover map (two algorithms or more) and scaling (two rank counts or more)."""
@@ -58,10 +95,12 @@ def run(args: argparse.Namespace) -> int:
     from collsim.output.figures import draw_figures
 
     table = Path(args.table)
-    _, rows = read_table(table)
+    notes: list[str] = []
+    _, rows = read_table(table, notes)
+    warn(notes)
     if not rows:
         raise InputError("the results table has no rows to plot", file=str(table))
-    info = read_info(table.parent) or {}
+    info = {} if args.figure and args.formats else recorded_figures(table.parent)
     if args.figure:
         if "speedup" in args.figure and not args.baseline:
             raise InputError("a speedup figure needs --baseline ALGORITHM", key="--baseline")
@@ -80,9 +119,10 @@ def run(args: argparse.Namespace) -> int:
         if spec["kind"] == "speedup" and not spec.get("baseline"):
             raise InputError("a speedup figure needs --baseline ALGORITHM", key="--baseline")
     out = Path(args.out) if args.out else table.parent
-    out.mkdir(parents=True, exist_ok=True)
+    with reported(out):
+        out.mkdir(parents=True, exist_ok=True)
     formats = args.formats or info.get("formats") or ["png", "svg"]
-    drawn = draw_figures(rows, specs, out, formats, title=info.get("scenario", ""))
+    drawn = draw_figures(rows, specs, out, formats, title=str(info.get("scenario") or ""))
     for note in drawn.notes:
         print(f"note: {note}", file=sys.stderr)
     for path in drawn.files:

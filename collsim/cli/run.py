@@ -13,6 +13,8 @@ from collsim.errors import InputError, OutputError, WorkerLost
 from collsim.scenarios.loader import load_scenario
 from collsim.scenarios.runner import TABLE_FILE, RunOptions, run_scenario
 
+MAX_JOBS = 1024  # more local processes than any machine has cores: a typo
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -40,8 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.jobs < 0:
-        raise InputError(f"expected 0 or more worker processes, got {args.jobs}", key="--jobs")
+    if not 0 <= args.jobs <= MAX_JOBS:
+        raise InputError(f"expected 0 (one per CPU) to {MAX_JOBS} worker processes, got "
+                         f"{args.jobs}", key="--jobs")
     if args.scheduler and args.executor != "dask":
         raise InputError("--scheduler needs --executor dask", key="--scheduler")
     scenario = load_scenario(args.scenario, quick=args.quick)

@@ -27,6 +27,7 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
+from collsim.output.files import replace_with  # noqa: E402
 from collsim.units import format_size  # noqa: E402
 
 # Okabe & Ito's palette, darkest first so that the first series print well in grey.
@@ -185,14 +186,16 @@ def legend_below(figure: Figure, handles: list[Any], labels: list[str]) -> None:
 
 
 def save(figure: Figure, out: Path, name: str, formats: Sequence[str]) -> list[Path]:
-    """Write ``name.<format>`` for each format; no timestamps, so files are reproducible."""
+    """Write ``name.<format>`` for each format, each whole or not at all; no timestamps, so
+    files are reproducible."""
     paths = []
     metadata = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
                 "pdf": {"CreationDate": None, "ModDate": None, "Producer": None,
                         "Creator": None}}
     for fmt in formats:
         path = Path(out) / f"{name}.{fmt}"
-        figure.savefig(path, format=fmt, metadata=metadata.get(fmt))
+        replace_with(path, lambda temporary, fmt=fmt: figure.savefig(
+            temporary, format=fmt, metadata=metadata.get(fmt)))
         paths.append(path)
         figure.set_layout_engine("none")  # laid out once; the other formats reuse it
     plt.close(figure)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
@@ -102,19 +103,56 @@ class TableWriter:
         self.close()
 
 
-def read_raw(path: Path) -> tuple[list[str], list[list[str]]]:
-    """Header and rows as text; a last row cut short by a crash is dropped, not an error."""
+def read_raw(path: Path, notes: list[str] | None = None
+             ) -> tuple[list[str], list[list[str]]]:
+    """Header and rows as text. Rows that cannot be part of the table (a last line cut short
+    by a crash, a row with more or fewer cells than the header) are left out, each with a
+    note naming the file and line appended to ``notes``."""
+    columns, records = _records(Path(path), notes)
+    return columns, [row for _, row in records]
+
+
+def _records(path: Path, notes: list[str] | None) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """read_raw's header and rows, each row with the line it starts on."""
     text = read_text(path, "results table", MAX_TABLE_BYTES)
     complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
-    records = list(csv.reader(io.StringIO(complete)))
-    if not records:
-        raise InputError("empty results table: no header row", file=str(path))
-    columns, rows = records[0], records[1:]
+    reader = csv.reader(io.StringIO(complete))
+    try:
+        columns = next(reader)
+    except StopIteration:
+        raise InputError("empty results table: no header row", file=str(path)) from None
+    except csv.Error as exc:
+        raise InputError(f"not a results table: {exc}", file=str(path), line=1) from None
     missing = [c for c in RESULT_COLUMNS if c not in columns]
     if missing:
         raise InputError(f"not a collsim results table: no column {', '.join(missing)}",
                          file=str(path), line=1)
-    return columns, [r for r in rows if len(r) == len(columns)]
+    rows, line = [], reader.line_num
+    say = notes.append if notes is not None else (lambda note: None)
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            say(f"{path}:{line + 1}: left out: {exc}")
+            line = reader.line_num
+            continue
+        if len(row) == len(columns):
+            rows.append((line + 1, row))
+        elif row:
+            say(f"{path}:{line + 1}: left out: {len(row)} cells where the header has "
+                f"{len(columns)}")
+        line = reader.line_num
+    if complete != text:
+        say(f"{path}:{complete.count(chr(10)) + 1}: left out: the last line is cut short "
+            f"(a run stopped while writing it)")
+    return columns, rows
+
+
+# What a measured value may be: a time or a bandwidth is a finite number, never negative.
+def _measured(value: float) -> bool:
+    return math.isfinite(value) and value >= 0
 
 
 def parse_cell(column: str, text: str) -> Any:
@@ -132,16 +170,31 @@ def parse_cell(column: str, text: str) -> Any:
     return text
 
 
-def read_table(path: str | Path) -> tuple[list[str], list[dict[str, Any]]]:
-    """Columns and rows of a results table, with values parsed."""
-    columns, rows = read_raw(Path(path))
+def read_table(path: str | Path, notes: list[str] | None = None
+               ) -> tuple[list[str], list[dict[str, Any]]]:
+    """Columns and rows of a results table, with values parsed. A row whose numbers do not
+    parse, or whose measured values are NaN, infinite or negative, is left out with a note
+    (as :func:`read_raw` does for ragged rows), so no figure or ratio is made of it."""
+    columns, records = _records(Path(path), notes)
+    say = notes.append if notes is not None else (lambda note: None)
     out = []
-    for number, row in enumerate(rows, start=2):
+    for number, row in records:
         try:
-            out.append({c: parse_cell(c, v) for c, v in zip(columns, row, strict=True)})
+            parsed = {c: parse_cell(c, v) for c, v in zip(columns, row, strict=True)}
         except ValueError as exc:
-            raise InputError(f"bad value in the results table: {exc}", file=str(path),
-                             line=number) from None
+            say(f"{path}:{number}: left out: {exc}")
+            continue
+        bad = [c for c in MEASURED_COLUMNS
+               if parsed.get(c) is not None and not _measured(parsed[c])]
+        bad += [c for c in ("ranks", "size_bytes") if (parsed.get(c) or 0) < 0]
+        if parsed.get("time_s") is None:
+            bad.append("time_s")
+        if bad:
+            shown = ", ".join(f"{c}={row[columns.index(c)] or 'empty'}" for c in bad)
+            say(f"{path}:{number}: left out: {shown} (expected a finite number, not "
+                f"negative)")
+            continue
+        out.append(parsed)
     return columns, out
 
 

@@ -12,6 +12,9 @@ from collsim.units import BANDWIDTH_UNITS, SIZE_UNITS, TIME_UNITS, UnitError, pa
 from collsim.yamlfile import Document, KeyPath
 
 MAX_VALUES = 100_000
+# 1 PiB: far beyond any one collective call, and small enough that every size below it is an
+# exact float (sizes are parsed through floats), so a typo of 30 digits is refused, not rounded.
+MAX_SIZE_BYTES = 2**50
 
 _QUANTITY = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z/]+)\s*$")
 _FAMILIES = (SIZE_UNITS, BANDWIDTH_UNITS, TIME_UNITS)
@@ -34,12 +37,23 @@ def quantity_value(value: Any) -> float | None:
     return None
 
 
+def message_size(value: Any) -> int:
+    """A message size in bytes ('4MiB', 1024), at most MAX_SIZE_BYTES."""
+    size = parse_size(value)
+    if size > MAX_SIZE_BYTES:
+        raise UnitError(f"a message size may be at most 1024TiB ({MAX_SIZE_BYTES} B), got "
+                        f"{value!r}")
+    return size
+
+
 def parse_rank_count(value: Any) -> int:
     """A rank count: a positive whole number."""
     if isinstance(value, bool) or not isinstance(value, (int, str, float)):
         raise UnitError(f"expected a whole number of ranks, got {value!r}")
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)  # exactly: a float would round a long number of digits
     try:
-        number = float(value)
+        number = value if isinstance(value, int) else float(value)
     except ValueError:
         raise UnitError(f"expected a whole number of ranks, got {value!r}") from None
     if not math.isfinite(number) or number != int(number) or number < 1:
@@ -179,7 +193,7 @@ def _check_count(doc: Document, path: KeyPath, count: int) -> None:
 
 def parse_sizes(doc: Document, path: KeyPath, spec: Any) -> list[int]:
     """Message sizes in bytes."""
-    return numeric_axis(doc, path, spec, parse_size)
+    return numeric_axis(doc, path, spec, message_size)
 
 
 def parse_ranks(doc: Document, path: KeyPath, spec: Any) -> list[int]:

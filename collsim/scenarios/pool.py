@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collsim.scenarios.executors import Batcher
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+HELD = {signal.SIGINT, signal.SIGTERM}
 
 
 @dataclass
@@ -47,9 +48,15 @@ def run_local(batcher: Batcher, jobs: int) -> Iterator[BatchResult]:
             ours, theirs = context.Pipe()
             process = context.Process(target=_serve, args=(theirs, os.getpid()), daemon=True,
                                       name="collsim-worker")
-            process.start()
-            theirs.close()
-            workers.append(_Worker(process, ours))
+            # A signal between the fork and the worker's own handlers would run the main
+            # process's handler in the worker: hold them until the worker has set its own.
+            signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+            try:
+                process.start()
+                workers.append(_Worker(process, ours))
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
+                theirs.close()
         for worker in workers:
             _give(worker, batcher)
         while busy := [w for w in workers if w.left]:
@@ -133,6 +140,7 @@ def _serve(conn: Connection, parent: int) -> None:
     # Ctrl-C reaches every process of the terminal's group; only the main process handles it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
     try:
         while (batch := conn.recv()) is not None:
             _serve_batch(conn, batch)

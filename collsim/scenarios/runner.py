@@ -235,7 +235,7 @@ def _execute(points: list[Point], scenario: Scenario, options: RunOptions) -> It
                              "Dask scheduler)", key="--scheduler")
         return run_dask(batcher, options.scheduler)
     if options.jobs > 1 and len(points) > 1:
-        return run_local(batcher, options.jobs)
+        return run_local(batcher, min(options.jobs, len(points)))
     return run_here(batcher)
 
 

@@ -31,6 +31,12 @@ _UNARY: dict[type, Callable[[Any], Any]] = {
 }
 
 
+# A condition is a line or two; these bounds keep a pathological one (a megabyte of text,
+# thousands of nested operators) from exhausting memory or the recursion limit.
+MAX_CONDITION_CHARS = 1000
+MAX_CONDITION_DEPTH = 40
+
+
 class _NotApplicable(Exception):
     """A name without a value at this point (a parameter its algorithm does not take)."""
 
@@ -41,15 +47,25 @@ class Filter:
     def __init__(self, doc: Document, path: KeyPath, text: str, names: set[str]) -> None:
         self.text = text
         self._doc, self._path = doc, path
+        if not isinstance(text, str):
+            raise doc.error(path, f"expected a condition as text, got {text!r}")
+        if len(text) > MAX_CONDITION_CHARS:
+            raise doc.error(path, f"the condition is {len(text)} characters long, more than "
+                                  f"{MAX_CONDITION_CHARS}; split it into several where: "
+                                  f"entries (a list, all of which must hold)")
         try:
             tree = ast.parse(text.strip(), mode="eval")
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
             raise doc.error(path, f"cannot read the condition {text!r}; write comparisons such "
                                   f"as \"ranks <= gpus and size >= 64 * KiB\"") from None
         self._tree = tree.body
-        self._check(self._tree, names)
+        self._check(self._tree, names, 0)
 
-    def _check(self, node: ast.AST, names: set[str]) -> None:
+    def _check(self, node: ast.AST, names: set[str], depth: int) -> None:
+        if depth > MAX_CONDITION_DEPTH:
+            raise self._doc.error(self._path, f"the condition nests more than "
+                                              f"{MAX_CONDITION_DEPTH} levels of operators; "
+                                              f"write it more simply")
         if isinstance(node, (ast.Name, ast.Attribute)):
             name = _dotted(node)
             if name is None:
@@ -67,7 +83,7 @@ class Filter:
             raise self._doc.error(self._path, f"{self.text!r}: {type(node).__name__.lower()} is "
                                               f"not allowed in a condition")
         for child in ast.iter_child_nodes(node):
-            self._check(child, names)
+            self._check(child, names, depth + 1)
 
     def __call__(self, values: Mapping[str, Any]) -> bool:
         """Whether the point with these ``values`` is kept. A condition that names a parameter
