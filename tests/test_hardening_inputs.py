@@ -3,6 +3,7 @@ was expected: never a traceback, a hang or runaway memory."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -109,3 +110,84 @@ def test_the_yaml_size_cap_is_stated(tmp_path, capsys):
     big = tmp_path / "big.yaml"
     big.write_text("# " + "x" * MAX_YAML_BYTES + "\n")
     assert "larger than 4 MiB" in fails_cleanly(capsys, *ESTIMATE, "--topology", big)
+
+
+def scenario_file(tmp_path: Path, text: str = SCENARIO) -> Path:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    return path
+
+
+HUGE = [
+    ("size-digits", [*ESTIMATE[:-1], "99999999999999999999999999999"], "at most 1024TiB"),
+    ("size-overflow", [*ESTIMATE[:-1], "1e400"], "finite"),
+    ("size-exponent", [*ESTIMATE[:-1], "1e30"], "at most 1024TiB"),
+    ("ranks-digits", ["estimate", "-c", "allreduce", "-a", "ring", "-s", "1KiB",
+                      "-p", "99999999999999999999"], "99999999999999999999 ranks do not fit"),
+]
+
+
+@pytest.mark.parametrize(("name", "argv", "expected"), HUGE, ids=[h[0] for h in HUGE])
+def test_huge_numbers_on_the_command_line(capsys, name, argv, expected):
+    assert expected in fails_cleanly(capsys, *argv, "--topology", SWITCH)
+
+
+def test_huge_numbers_for_crossover_and_jobs(tmp_path, capsys):
+    err = fails_cleanly(capsys, "crossover", "-t", SWITCH, "--algorithms", "ring", "binomial",
+                        "--max-size", "1e30")
+    assert "--max-size" in err and "1024TiB" in err
+    err = fails_cleanly(capsys, "crossover", "-t", SWITCH, "--algorithms", "ring", "binomial",
+                        "--ranks", "123456789012345678901234567")
+    assert "123456789012345678901234567 ranks" in err  # exactly, not rounded through a float
+    err = fails_cleanly(capsys, "run", scenario_file(tmp_path), "--jobs",
+                        "99999999999999999999", "--out", tmp_path / "out")
+    assert "--jobs" in err and "1024" in err and not (tmp_path / "out").exists()
+
+
+YAML_HUGE = [
+    ("size-range", "size: [1KiB, 1MiB]", "size: {from: 1, to: 1e30, factor: 2}",
+     "sweep.size.to", "at most 1024TiB"),
+    ("size-digits", "size: [1KiB, 1MiB]", "size: 99999999999999999999999999999",
+     "sweep.size", "at most 1024TiB"),
+    ("ranks-range", "ranks: [2, 4]", "ranks: {from: 1, to: 1e30, step: 1}",
+     "sweep.ranks", "more than 100000 values"),
+    ("points", "ranks: [2, 4]",
+     "ranks: [2, 4]\n  param: {root: {from: 0, to: 99999, step: 1}, "
+     "dtype: [float32, float16, int8, int32, float64, int64, uint8, bfloat16, uint32, "
+     "float16, uint64]}",
+     "sweep", "more than 1,000,000"),
+]
+
+
+@pytest.mark.parametrize(("name", "old", "new", "key", "expected"), YAML_HUGE,
+                         ids=[h[0] for h in YAML_HUGE])
+def test_huge_numbers_and_sweeps_in_a_scenario(tmp_path, capsys, name, old, new, key,
+                                               expected):
+    path = scenario_file(tmp_path, SCENARIO.replace(old, new))
+    started = time.monotonic()
+    err = fails_cleanly(capsys, "run", path, "--out", tmp_path / "out")
+    assert time.monotonic() - started < 10
+    assert f"key '{key}'" in err and expected in err and str(path) in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("condition", "expected"), [
+    (" and ".join(["ranks > 1"] * 200), "more than 1000"),
+    ("-" * 900 + "ranks > 1", "more than 40 levels"),
+    ("not " * 200 + "ranks > 1", "more than 40 levels"),
+    ("(" * 300 + "ranks" + ")" * 300 + " > 1", "cannot read the condition"),
+])
+def test_long_or_deep_where_conditions(tmp_path, capsys, condition, expected):
+    path = scenario_file(tmp_path, SCENARIO + f"where: '{condition}'\n")
+    err = fails_cleanly(capsys, "run", path, "--out", tmp_path / "out")
+    assert f"{path}:8, key 'where'" in err and expected in err
+
+
+def test_one_rank_reports_zero_bandwidth_not_nan(capsys):
+    one_rank = ["estimate", "-c", "allreduce", "-a", "ring", "-p", "1", "-s", "1KiB",
+                "--topology", str(SWITCH)]
+    assert main([*one_rank, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["time_s"] == 0.0 and row["algbw_GBps"] == 0.0 and row["busbw_GBps"] == 0.0
+    assert main(one_rank) == 0
+    assert "algbw 0 GB/s, busbw 0 GB/s" in capsys.readouterr().out

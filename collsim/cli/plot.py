@@ -53,9 +53,9 @@ def warn(notes: list[str]) -> None:
 def recorded_figures(folder: Path) -> dict[str, Any]:
     """The figures and formats the run.json beside a table asks for, checked: the names
     become file names, so each must be a plain name that stays inside the output folder."""
-    info = read_info(folder) or {}
-    path = folder / RUN_FILE
     hint = "pass --figure KIND and --format FORMAT to draw without it"
+    info = read_info(folder, hint) or {}
+    path = folder / RUN_FILE
     figures = info.get("figures")
     if figures is not None:
         if not isinstance(figures, list):

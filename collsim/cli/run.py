@@ -56,10 +56,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = run_scenario(scenario, options)
     except KeyboardInterrupt as exc:
-        print(f"collsim: interrupted; {_kept(args, out)}", file=sys.stderr)
+        print(f"collsim: interrupted{_kept(args, out) or ' before any point finished'}",
+              file=sys.stderr)
         return interrupted_status(exc)
     except (WorkerLost, OutputError) as exc:
-        print(f"collsim: {'error: ' if isinstance(exc, OutputError) else ''}{exc}; "
+        print(f"collsim: {'error: ' if isinstance(exc, OutputError) else ''}{exc}"
               f"{_kept(args, out)}", file=sys.stderr)
         return 2 if isinstance(exc, OutputError) else 1
     for note in report.notes:
@@ -73,11 +74,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _kept(args: argparse.Namespace, out: Path) -> str:
-    """What an unfinished run left, and the command that completes it."""
+    """What an unfinished run left and the command that completes it ('' if nothing)."""
     table = out / TABLE_FILE
-    if not table.exists():
-        return "no point had finished"
+    if not table.is_file():
+        return ""
     again = shlex.join(["collsim", "run", args.scenario, "--out", str(out), "--resume",
                         *(["--quick"] if args.quick else []),
                         *(["--jobs", str(args.jobs)] if args.jobs != 1 else [])])
-    return f"{table} holds the points done so far. Complete it with:\n  {again}"
+    return f"; {table} holds the points done so far. Complete it with:\n  {again}"

@@ -19,8 +19,14 @@ def output_error(path: str | Path, exc: OSError) -> OutputError:
     reason = exc.strerror or str(exc)
     if isinstance(exc, IsADirectoryError):
         reason = "it is a directory"
+    elif isinstance(exc, FileExistsError):
+        reason = "it exists and is not a folder"
     elif isinstance(exc, (NotADirectoryError, FileNotFoundError)):
-        reason = f"{reason} (is the folder {Path(path).parent} there, and a folder?)"
+        folder = next((p for p in Path(path).parents if p.exists()), None)
+        if folder is not None and not folder.is_dir():
+            reason = f"{folder} is a file, not a folder"
+        elif folder != Path(path).parent:
+            reason = f"there is no folder {Path(path).parent}"
     return OutputError(f"cannot write {path}: {reason}")
 
 
@@ -59,6 +65,9 @@ def _replace(path: str | Path, write: Callable[[Path], None]) -> None:
         try:
             if path.is_dir():
                 raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+            if path.exists() and not path.is_file():
+                raise OutputError(f"cannot write {path}: it is not a regular file but a "
+                                  f"device, FIFO or socket; collsim writes regular files only")
             write(temporary)
             os.replace(temporary, path)
         finally:

@@ -30,17 +30,19 @@ def new_info(**fields: Any) -> dict[str, Any]:
     return info
 
 
-def read_info(directory: Path) -> dict[str, Any] | None:
+def read_info(directory: Path,
+              hint: str = "pass --force to replace it (and the results beside it)"
+              ) -> dict[str, Any] | None:
     """The run record in ``directory``, or None if there is none; an unreadable or corrupted
-    one is an InputError that says how to get past it."""
+    one is an InputError that ends with ``hint``, how to get past it."""
     path = Path(directory) / RUN_FILE
     if not path.exists():
         return None
-    hint = "pass --force to replace it (and the results beside it)"
     try:
         info = json.loads(read_text(path, "run record", MAX_RUN_BYTES))
     except json.JSONDecodeError as exc:
-        raise InputError(f"the run record is corrupted ({exc.msg} at line {exc.lineno}); "
+        raise InputError(f"the run record is corrupted ({exc.msg}, line {exc.lineno} "
+                         f"column {exc.colno}); "
                          f"{hint}", file=str(path), line=exc.lineno) from None
     except InputError as exc:
         raise InputError(f"{exc.message}; {hint}", file=str(path)) from None
