@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,11 +110,16 @@ def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_byt
 
 
 def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, size_bytes: int,
-             params: dict[str, Any] | None = None) -> PointResult:
-    """Simulate one collective call and return its row of the results table."""
+             params: dict[str, Any] | None = None,
+             observe: Callable[[TimingEngine], Any] | None = None) -> PointResult:
+    """Simulate one collective call and return its row of the results table. ``observe``, if
+    given, is called with the engine before it runs (a progress display watches it)."""
     chosen = get_algorithm(collective, algorithm)
     job, gpus = make_job(topology, chosen, ranks, size_bytes, dict(params or {}))
-    run = TimingEngine(topology, gpus, job, chosen.program).run()
+    engine = TimingEngine(topology, gpus, job, chosen.program)
+    if observe is not None:
+        observe(engine)
+    run = engine.run()
     time = float(run.time)
     # A call that takes no time (one rank has nobody to talk to) moved nothing over a link:
     # it reports algbw and busbw 0, as nccl-tests reports busbw 0 for one rank, instead of

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from collsim.algorithms.registry import get_algorithm
 from collsim.cli.common import (
     add_param_argument,
     add_topology_arguments,
@@ -12,7 +13,10 @@ from collsim.cli.common import (
     size_argument,
     topology_from_args,
 )
-from collsim.simulate import PointResult, simulate
+from collsim.cli.watch import Watch
+from collsim.errors import InputError
+from collsim.hardware.topology import Topology
+from collsim.simulate import PointResult, analytic_time, check_params, simulate
 from collsim.units import format_size, format_time
 
 
@@ -45,8 +49,10 @@ def describe(result: PointResult) -> str:
 
 def run(args: argparse.Namespace) -> int:
     size = size_argument(args.size)
-    result = simulate(topology_from_args(args), args.collective, args.algorithm, args.ranks,
-                      size, params_from_args(args))
+    topology = topology_from_args(args)
+    with Watch(_closed_form(topology, args, size)) as watch:
+        result = simulate(topology, args.collective, args.algorithm, args.ranks, size,
+                          params_from_args(args), observe=watch)
     if args.json:
         row = result.row()
         row["analytic_time_s"] = result.analytic_time_s
@@ -54,3 +60,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(describe(result))
     return 0
+
+
+def _closed_form(topology: Topology, args: argparse.Namespace, size: int) -> float | None:
+    """The closed-form time, for the progress line's "of about"; None if there is none."""
+    try:
+        algorithm = get_algorithm(args.collective, args.algorithm)
+        params = check_params(algorithm, args.ranks, params_from_args(args))
+        return analytic_time(topology, algorithm, args.ranks, size, params)
+    except (InputError, ValueError, ArithmeticError):
+        return None  # the simulation reports the bad input itself
