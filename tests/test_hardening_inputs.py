@@ -191,3 +191,27 @@ def test_one_rank_reports_zero_bandwidth_not_nan(capsys):
     assert row["time_s"] == 0.0 and row["algbw_GBps"] == 0.0 and row["busbw_GBps"] == 0.0
     assert main(one_rank) == 0
     assert "algbw 0 GB/s, busbw 0 GB/s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option", ["--set", "--param"])
+def test_an_alias_bomb_on_the_command_line(capsys, option):
+    items = ["&l0 [1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    items += [f"&l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    started = time.monotonic()
+    err = fails_cleanly(capsys, *ESTIMATE, "--topology", SWITCH, option,
+                        "root=[" + ", ".join(items) + "]")
+    assert time.monotonic() - started < 5
+    assert f"key '{option}'" in err and "aliases" in err
+
+
+@pytest.mark.parametrize("command", ["run", "plot"])
+def test_an_empty_out_is_refused_rather_than_the_current_folder(tmp_path, capsys, command,
+                                                               monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    target = scenario_file(tmp_path) if command == "run" else tmp_path / "results.csv"
+    if command == "plot":
+        assert main(["run", str(scenario_file(tmp_path)), "--out", "made", "--no-figures"]) == 0
+        target = tmp_path / "made" / "results.csv"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert "--out" in fails_cleanly(capsys, command, target, "--out", "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -49,7 +49,10 @@ def topology_from_args(args: argparse.Namespace) -> Topology:
 def params_from_args(args: argparse.Namespace) -> dict[str, Any]:
     params = {}
     for text in args.params:
-        name, value = parse_override(text)
+        try:
+            name, value = parse_override(text)
+        except InputError as exc:
+            raise InputError(exc.message, key="--param") from None
         params[name] = value
     return params
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from collsim.cli.plot import warn
+from collsim.errors import InputError
 from collsim.output.compare import compare
 from collsim.output.files import replace_text
 from collsim.output.table import format_value, read_table
@@ -43,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
     columns_a, rows_a = read_table(args.a, notes)
     columns_b, rows_b = read_table(args.b, notes)
     warn(notes)
+    for path, rows in ((args.a, rows_a), (args.b, rows_b)):
+        if not rows:
+            raise InputError("the results table has no rows to compare", file=str(path))
     result = compare(columns_a, rows_a, columns_b, rows_b, args.metric,
                      _split(args.on) or None, _split(args.ignore))
     header = [*result.on, f"{args.metric}_a", f"{args.metric}_b", "ratio"]

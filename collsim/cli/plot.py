@@ -94,6 +94,8 @@ def default_figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     from collsim.output.figures import draw_figures
 
+    if args.out is not None and not args.out.strip():
+        raise InputError("expected a folder name, got nothing", key="--out")
     table = Path(args.table)
     notes: list[str] = []
     _, rows = read_table(table, notes)

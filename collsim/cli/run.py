@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
                          f"{args.jobs}", key="--jobs")
     if args.scheduler and args.executor != "dask":
         raise InputError("--scheduler needs --executor dask", key="--scheduler")
+    if args.out is not None and not args.out.strip():
+        raise InputError("expected a folder name, got nothing", key="--out")
     scenario = load_scenario(args.scenario, quick=args.quick)
     out = Path(args.out) if args.out else \
         Path("results") / (scenario.name + ("-quick" if args.quick else ""))

@@ -9,13 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology, fully_connected, switch
 from collsim.schema import QUANTITY, quantity, validate
 from collsim.units import parse_bandwidth, parse_time
-from collsim.yamlfile import Document, load_yaml, parse_yaml
+from collsim.yamlfile import Document, load_yaml, parse_yaml, yaml_value
 
 LINK_SCHEMA = {
     "type": "object",
@@ -87,11 +85,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise InputError(f"expected KEY=VALUE, got {text!r}", key="--set")
-    try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
-    except yaml.YAMLError:
-        parsed = value
-    return key.strip(), parsed
+    return key.strip(), yaml_value(value, "--set") if value.strip() else ""
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

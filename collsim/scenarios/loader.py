@@ -171,7 +171,7 @@ class _Reader:
         if isinstance(entry, str):
             base = Path(self.doc.file).resolve().parent
             file = (base / entry) if not Path(entry).is_absolute() else Path(entry)
-            if not file.is_file():
+            if not file.exists():
                 raise self.doc.error(path, f"no topology file {entry!r} (looked for {file})")
             topo_doc = load_yaml(file)
             if not isinstance(topo_doc.data, dict):

@@ -101,7 +101,8 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunReport:
 def _run_locked(scenario: Scenario, options: RunOptions, sweep: Sweep, columns: list[str],
                 order: dict[tuple[str, ...], int], out: Path, created: bool) -> RunReport:
     table = out / TABLE_FILE
-    done = _prepare(out, table, scenario, columns, order, options)
+    read_notes: list[str] = []
+    done = _prepare(out, table, scenario, columns, order, options, read_notes)
     pending = [p for p in sweep.points if point_key(point_values(p), columns) not in done]
     info = _start_info(out, scenario, options, columns, len(sweep.points), sweep.notes())
     started = time.monotonic()
@@ -127,7 +128,7 @@ def _run_locked(scenario: Scenario, options: RunOptions, sweep: Sweep, columns: 
             progress.close()
             _finish(out, table, created, order, info, status)
     report = RunReport(out, len(sweep.points), len(sweep.points) - len(pending), len(pending),
-                       time.monotonic() - started, notes=sweep.notes())
+                       time.monotonic() - started, notes=sweep.notes() + read_notes)
     if info["status"] != "complete":
         raise OutputError(f"{table} does not hold every point after the run; run again with "
                           f"--resume to complete it")
@@ -148,8 +149,10 @@ def draw_scenario_figures(scenario: Scenario, table: Path, out: Path) -> Drawn:
 
 
 def _prepare(out: Path, table: Path, scenario: Scenario, columns: list[str],
-             order: dict[tuple[str, ...], int], options: RunOptions) -> set[tuple[str, ...]]:
-    """Check the output directory; the keys of points already in its table (on --resume)."""
+             order: dict[tuple[str, ...], int], options: RunOptions, notes: list[str]
+             ) -> set[tuple[str, ...]]:
+    """Check the output directory; the keys of points already in its table (on --resume),
+    with a note in ``notes`` for each row of it that is left out (and so run again)."""
     if not table.exists():
         if options.force:
             _remove_previous(out)
@@ -163,7 +166,7 @@ def _prepare(out: Path, table: Path, scenario: Scenario, columns: list[str],
             raise InputError(f"{out} holds results of another scenario (or another version of "
                              f"this one, or of its topologies); run without --resume into a new "
                              f"--out, or pass --force to replace them", key="--resume")
-        found, rows = read_raw(table)
+        found, rows = read_raw(table, notes)
         if found != columns:
             raise InputError(f"the columns of {table} are not this scenario's; pass --force to "
                              f"replace the table", key="--resume")

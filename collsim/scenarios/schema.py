@@ -92,7 +92,7 @@ _FIGURE = {
     "then": {"enum": list(FIGURE_KINDS)},
     "properties": {
         "kind": {"enum": list(FIGURE_KINDS)},
-        "name": {"type": "string", "pattern": r"^[A-Za-z0-9._-]+$",
+        "name": {"type": "string", "pattern": r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$",
                  "description": "file name without extension; default: the kind"},
         "title": {"type": "string"},
         "select": {"type": "object", "description": "column: value or [values] to keep"},
@@ -112,7 +112,7 @@ SCENARIO_SCHEMA: dict[str, Any] = {
     "description": "A sweep of collective simulations and the figures drawn from it.",
     "type": "object",
     "properties": {
-        "name": {"type": "string", "pattern": r"^[A-Za-z0-9._-]+$",
+        "name": {"type": "string", "pattern": r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$",
                  "description": "scenario name: the table's scenario column, the default --out"},
         "description": {"type": "string"},
         "topologies": {
