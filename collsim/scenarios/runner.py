@@ -4,7 +4,10 @@ sweep order and draw the figures.
 
 Nothing touches the output directory until the scenario and its whole sweep have been
 checked, and a directory this run created is removed again if no row made it into it, so a
-bad input never leaves something that looks like a result.
+bad input never leaves something that looks like a result. The directory is locked for the
+run (a second run into it is refused); a run that stops early, however it stops, leaves a
+table of whole rows that ``--resume`` completes, and ``run.json`` says "complete" only when
+the table holds every point.
 """
 
 from __future__ import annotations
