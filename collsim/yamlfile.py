@@ -92,8 +92,12 @@ def parse_yaml(text: str, file: str = "<string>") -> Document:
         line = mark.line + 1 if mark else None
         problem = " ".join(p for p in (exc.context, exc.problem) if p)
         raise InputError(f"not valid YAML: {problem}", file=file, line=line) from None
+    except yaml.reader.ReaderError as exc:  # a control character: no mark, a position
+        line = text[:exc.position].count("\n") + 1
+        raise InputError(f"not valid YAML: {str(exc).splitlines()[0]}", file=file,
+                         line=line) from None
     except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", file=file) from None
+        raise InputError(f"not valid YAML: {str(exc).splitlines()[0]}", file=file) from None
     except RecursionError:
         raise InputError(f"nested more than {MAX_YAML_DEPTH} levels deep; a collsim file "
                          f"needs a handful", file=file) from None
@@ -166,14 +170,18 @@ def read_text(path: str | Path, what: str = "file", limit: int = MAX_YAML_BYTES)
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", file=str(path)) from None
     try:
-        mode = os.fstat(descriptor).st_mode
+        status = os.fstat(descriptor)
+        mode = status.st_mode
         if stat.S_ISDIR(mode):
             raise InputError(f"is a directory; expected a {what}", file=str(path))
         if not stat.S_ISREG(mode):
             raise InputError(f"is not a regular file but a device, FIFO or socket; expected "
                              f"a {what}", file=str(path))
+        if status.st_size > limit:
+            raise InputError(f"larger than {format_limit(limit)}, the most a {what} may hold",
+                             file=str(path))
         with os.fdopen(descriptor, "rb", closefd=False) as handle:
-            data = handle.read(limit + 1)
+            data = handle.read(limit + 1)  # the file may have grown since
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", file=str(path)) from None
     finally:
