@@ -199,3 +199,14 @@ def test_compare_and_plot_warn_about_rows_they_leave_out(tmp_path, capsys, made)
     assert run("plot", bad, "--out", tmp_path / "figures", "--format", "png") == 0
     err = error_line(capsys)
     assert err.count("warning: ") == 4
+
+
+def test_compare_takes_a_measured_metric_and_tables_with_rows(tmp_path, capsys, made):
+    _, out = made
+    table = out / "results.csv"
+    assert run("compare", table, table, "--metric", "scenario") == 2
+    assert "key '--metric': expected a measured column" in error_line(capsys)
+    empty = tmp_path / "empty.csv"
+    empty.write_text(table.read_text().splitlines(keepends=True)[0])
+    assert run("compare", empty, table) == 2
+    assert f"{empty}: the results table has no rows to compare" in error_line(capsys)

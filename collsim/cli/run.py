@@ -23,7 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "point, written as points finish), DIR/run.json and the scenario's figures. "
                     "An interrupted run keeps a valid table; --resume completes it.")
     parser.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
-    parser.add_argument("--out", metavar="DIR", help="output directory "
+    parser.add_argument("--out", metavar="DIR", help="output directory, made with its parents "
+                        "if missing; one run at a time may write it "
                         "(default: results/NAME, or results/NAME-quick with --quick)")
     parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                         help="local worker processes (default 1; 0 = one per CPU)")

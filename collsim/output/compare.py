@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collsim.errors import InputError
-from collsim.output.table import format_value, key_columns
+from collsim.output.table import MEASURED_COLUMNS, format_value, key_columns
 
 Row = dict[str, Any]
 
@@ -45,6 +45,9 @@ def compare(columns_a: Sequence[str], rows_a: Sequence[Row], columns_b: Sequence
     Without ``on``, rows match on the key columns both tables have, except ``ignore`` and any
     column whose values the two tables never share (comparing two machines, the topology
     column would otherwise match nothing)."""
+    if metric not in MEASURED_COLUMNS:
+        raise InputError(f"expected a measured column ({', '.join(MEASURED_COLUMNS)}), got "
+                         f"{metric!r}", key="--metric")
     for name, columns in (("A", columns_a), ("B", columns_b)):
         if metric not in columns:
             raise InputError(f"table {name} has no column {metric!r}", key="--metric")
@@ -90,7 +93,7 @@ def _index(rows: Sequence[Row], keys: list[str], name: str) -> dict[tuple[str, .
         key = tuple(format_value(row.get(c)) for c in keys)
         if key in index:
             differ = [c for c in row if c not in keys and row[c] != index[key].get(c)
-                      and c not in ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s")]
+                      and c not in MEASURED_COLUMNS]
             hint = f" (they differ in {', '.join(differ)}: pass --on with those too)" \
                 if differ else ""
             raise InputError(f"table {name} has two rows for the same point "
