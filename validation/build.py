@@ -103,7 +103,8 @@ def run_rows(run: dict, manual: dict[str, list[dict]]) -> list[dict]:
     chosen = select(lines, run["lines"])
     parsed = azure_rows(chosen) if run["parse"] == "azure_md" else table_rows(chosen)
     if not parsed:
-        sys.exit(f"{run['file']}: no table rows for run {run['run_id']} (lines {run['lines'] or 'all'})")
+        where = run["lines"] or "all"
+        sys.exit(f"{run['file']}: no table rows for run {run['run_id']} (lines {where})")
     for r in parsed:
         if r["bytes"] == 0:
             continue
@@ -165,8 +166,8 @@ def shared_rows(path: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", type=Path,
-                        default=HERE.parent.parent / "shared" / "measurements" / "nccl_tests_public.csv")
+    shared = HERE.parent.parent / "shared" / "measurements" / "nccl_tests_public.csv"
+    parser.add_argument("--shared", type=Path, default=shared)
     parser.add_argument("--out", type=Path, default=HERE / "measurements.csv")
     args = parser.parse_args()
     if not args.shared.is_file():

@@ -5,7 +5,8 @@ allgather, reducescatter and alltoall, 1 for broadcast, reduce and sendrecv.  A 
 reported when its algbw is off from bytes/time by more than 2% (times are printed to four
 significant digits) and by more than the two-decimal rounding, or when its busbw is off from
 algbw x factor by more than that rounding alone: both are printed from the same figure, so
-any larger gap means the row's rank count is not the one the table was run with.  Standard library only:
+any larger gap means the row's rank count is not the one the table was run with.
+Standard library only:
 
     python3 validation/check.py [measurements.csv]
 """
