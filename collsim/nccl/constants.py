@@ -186,7 +186,7 @@ MIN_TRAFFIC_PER_CHANNEL = 16 * 1024
 CELL_ALIGN = 16
 
 MAX_CHANNELS = 64                # MAXCHANNELS
-SEARCH_MAX_CHANNELS = MAX_CHANNELS // 2  # ring/tree graphs [unverified, init.cc]
+SEARCH_MAX_CHANNELS = MAX_CHANNELS // 2  # ring graph's maximum (init.cc); tree = ring's count
 NVLS_MAX_ARITY = 32              # NVLS graph: at most 32 heads
 COLLNET_DIRECT_MAX_HEADS = 8     # NCCL_MAX_DIRECT_ARITY + 1
 NVLS_CHANNELS_SM90 = 16          # NCCL_NVLS_NCHANNELS default (src/transport/nvls.cc)

@@ -79,8 +79,8 @@ class Graphs:
     """Channels an NVLS or NVLSTree call runs on; 0 without an NVLS graph."""
 
     def of(self, algorithm: str) -> Graph | None:
-        """The graph whose figures NCCL's model uses for ``algorithm`` (PAT uses the tree's
-        [unverified: init.cc's graph table])."""
+        """The graph whose figures NCCL's model uses for ``algorithm`` (init.cc's graph table:
+        PAT uses the tree's, NVLSTree the NVLS graph)."""
         return {
             "nccl_tree": self.tree, "ring": self.ring, "pat": self.tree,
             "nvls": self.nvls, "nvls_tree": self.nvls,
@@ -93,6 +93,7 @@ def search(system: NcclSystem) -> Graphs:
     """NCCL's graphs and run-time channel counts for ``system``."""
     ring = _search(system, "RING", _ring_fit(system), 1, C.SEARCH_MAX_CHANNELS)
     assert ring is not None  # rings and trees fall back to one slow channel
+    # init.cc: the tree must have exactly the ring's channel count.
     tree = _search(system, tree_pattern(system), _ring_fit(system), ring.channels, ring.channels)
     assert tree is not None
     nvls = None
