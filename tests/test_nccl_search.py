@@ -42,6 +42,9 @@ def test_dgx_h100():
     # 30: 12 x 30 (360, not better); 24/60 < 0.49 stops -> 6 x 60, duplicated (60 >= 50)
     # -> 12 x 30. NVLS: 8 heads, a head moves 2 units, others 1: 9 bw <= 370.8 -> 40
     # (start 50: 8 x 50 = 400 <= 370.8 * 8/7); pass 2 raises bwInter 50, 60 (< 2 x 40).
+    # Tree: the ring's 12 channels fit at the first speed (12 x 30 <= 370.8 * 8/7), so the
+    # search stops before its SM90 fallback to the plain TREE pattern: BALANCED_TREE, no x0.85
+    # (notes §1.7 assumed TREE here; no pick on one node changes either way).
     g = search(DGX_H100)
     assert figures(g.ring) == ("RING", 12, 30.0, 30.0)
     assert figures(g.tree) == ("BALANCED_TREE", 12, 30.0, 30.0)
