@@ -146,7 +146,7 @@ class _Builder:
             return
         tokens = stripped.split()
         if self.table is not None and not self.done and _is_integer(tokens[0]) and (
-                len(tokens) > 1 and _is_integer(tokens[1])):
+                len(tokens) == self.table.width or len(tokens) > 1 and _is_integer(tokens[1])):
             assert self.run is not None
             self.run.rows.append(self.table.row(tokens, self.file, line))
             return

@@ -25,9 +25,10 @@ def read_log_text(path: str | Path, max_bytes: int = MAX_LOG_BYTES) -> str:
         raise InputError("no such nccl-tests log", file=name) from None
     except OSError as exc:
         raise InputError(f"cannot read the nccl-tests log: {exc.strerror}", file=name) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError("not a regular file; an nccl-tests log must be a file", file=name)
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise InputError("not a regular file; an nccl-tests log must be a file", file=name)
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise InputError(f"larger than {max_bytes:,} bytes; cut it to the nccl-tests output",
