@@ -101,6 +101,15 @@ def test_elided_rank_lines_and_rows():
     assert run.gpus_per_node == 2 and run.nodes == 2  # from the highest device index seen
 
 
+def test_old_rank_lines_and_uneven_hosts():
+    old = LOG.replace(" Group  0", "").replace("[0000:18:00]", "[0x18]")
+    old = old.replace("Pid   5151 on     nodeB", "Pid   5151 on     nodeC")
+    (run,) = parse_logs(old)
+    assert [(r.group, r.bus) for r in run.rank_lines[:1]] == [(None, "0x18")]
+    assert run.hosts == ["nodeA", "nodeB", "nodeC"]  # 2 + 1 + 1 GPUs
+    assert (run.ranks, run.nodes, run.gpus_per_node) == (4, 3, None)
+
+
 def test_cputime_and_per_iteration_and_timestamp_columns():
     header = ("#       size         count      type   redop    root  cputime   algbw   busbw  "
               "#wrong    i_min    i_max    i_p99    i_cv%  cputime   algbw   busbw  #wrong    "

@@ -120,16 +120,16 @@ class Run:
     @property
     def gpus_per_node(self) -> int | None:
         """GPUs per host. When rank lines were cut, the highest device index + 1 stands in
-        (right when each host runs its devices 0..n-1); None when ranks do not divide."""
+        (right when each host runs its devices 0..n-1); None when hosts differ."""
         ranks = self.ranks
         if not self.rank_lines or ranks is None:
             if self.hints.local_ranks is not None:
                 return self.hints.local_ranks
             return None
         if self.ranks_complete:
-            per_host = max(Counter(r.host for r in self.rank_lines).values())
-        else:
-            per_host = max(r.device for r in self.rank_lines) + 1
+            counts = set(Counter(r.host for r in self.rank_lines).values())
+            return counts.pop() if len(counts) == 1 else None
+        per_host = max(r.device for r in self.rank_lines) + 1
         return per_host if ranks % per_host == 0 else None
 
     @property

@@ -70,8 +70,12 @@ def rank_line(rank: RankLine) -> str:
             f"{rank.host:>10} device {rank.device:2d} [{rank.bus}] {rank.gpu_name}")
 
 
+# The oldest tables (an ``error`` column, no ``root``) reprint in the classic layout.
+_PRINTED_AS = {"legacy": "classic", "": DEFAULT_LAYOUT}
+
+
 def _layout(run: Run, layout: str | None) -> Layout:
-    name = layout or (run.layout if run.layout in LAYOUTS else DEFAULT_LAYOUT)
+    name = layout or _PRINTED_AS.get(run.layout, run.layout)
     if name not in LAYOUTS:
         raise ValueError(f"unknown nccl-tests layout {name!r}; choose one of "
                          f"{', '.join(LAYOUTS)}")
