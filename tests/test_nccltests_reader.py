@@ -178,6 +178,11 @@ def test_collective_names():
     assert parse_logs(named)[0].collective == "alltoall"
     script = "run_nccl_tests.sh -t all_gather -b 8 -e 128\n" + allgather
     assert parse_logs(script)[0].collective == "allgather"
+    version = "# nccl-tests version 2.17.9 nccl-headers=22403 nccl-library=22403\n"
+    twice = "mpirun -x NCCL_ALGO=Tree ./alltoall_perf\n" + version * 2 + allgather
+    (run,) = parse_logs(twice)  # the repeated version line keeps the command line's clues
+    assert (run.collective, run.hints.env, run.nccl_version) == (
+        "alltoall", {"NCCL_ALGO": "Tree"}, "2.24.3")
 
 
 @pytest.mark.parametrize(("code", "version"), [(22403, "2.24.3"), (21805, "2.18.5"),

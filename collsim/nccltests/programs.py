@@ -3,20 +3,9 @@ turns algbw into busbw (nccl-tests' src/*.cu and doc/PERFORMANCE.md; notes/nccl_
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-
-def _one(p: int) -> float:
-    return 1.0
-
-
-def _spread(p: int) -> float:
-    return (p - 1) / p
-
-
-def _allreduce(p: int) -> float:
-    return 2 * (p - 1) / p
+from collsim.collectives import COLLECTIVES
 
 
 @dataclass(frozen=True)
@@ -28,19 +17,24 @@ class Program:
     reduces: bool
     rooted: bool
     count_per_rank: bool  # the count column is size / (type size x ranks), not size / type size
-    busbw_factor: Callable[[int], float]
+
+    def busbw_factor(self, ranks: int) -> float:
+        """busbw / algbw at ``ranks``: DESIGN.md's factors, which are nccl-tests'; 1 for
+        sendrecv, which collsim does not model."""
+        known = COLLECTIVES.get(self.collective)
+        return known.busbw_factor(ranks) if known else 1.0
 
 
 PROGRAMS: dict[str, Program] = {p.name: p for p in (
-    Program("all_reduce_perf", "allreduce", True, False, False, _allreduce),
-    Program("all_gather_perf", "allgather", False, False, True, _spread),
-    Program("reduce_scatter_perf", "reducescatter", True, False, True, _spread),
-    Program("broadcast_perf", "broadcast", False, True, False, _one),
-    Program("reduce_perf", "reduce", True, True, False, _one),
-    Program("alltoall_perf", "alltoall", False, False, True, _spread),
-    Program("sendrecv_perf", "sendrecv", False, False, False, _one),
-    Program("gather_perf", "gather", False, True, True, _spread),
-    Program("scatter_perf", "scatter", False, True, True, _spread),
+    Program("all_reduce_perf", "allreduce", True, False, False),
+    Program("all_gather_perf", "allgather", False, False, True),
+    Program("reduce_scatter_perf", "reducescatter", True, False, True),
+    Program("broadcast_perf", "broadcast", False, True, False),
+    Program("reduce_perf", "reduce", True, True, False),
+    Program("alltoall_perf", "alltoall", False, False, True),
+    Program("sendrecv_perf", "sendrecv", False, False, False),
+    Program("gather_perf", "gather", False, True, True),
+    Program("scatter_perf", "scatter", False, True, True),
 )}
 
 BY_COLLECTIVE: dict[str, Program] = {p.collective: p for p in PROGRAMS.values()}
@@ -92,12 +86,12 @@ def candidates(row: Columns, ranks: int | None) -> set[str]:
                 if p.reduces == reduces and p.rooted == rooted}
     if row.algbw >= 1.0:
         gap = row.busbw - row.algbw
-        slack = _half_digit(row.algbw) * 2 + _half_digit(row.busbw)
+        slack = half_digit(row.algbw) * 2 + half_digit(row.busbw)
         if gap > slack:
             left = _narrow(left, {"allreduce"})
         elif gap < -slack:
             left = _narrow(left, {c for c, p in BY_COLLECTIVE.items()
-                                  if p.busbw_factor is _spread})
+                                  if p.busbw_factor(1000) < 1})
     itemsize = TYPE_SIZES.get(row.dtype)
     if itemsize is None or row.count <= 0 or row.size <= 0:
         return left
@@ -123,6 +117,7 @@ def _narrow(left: set[str], allowed: set[str]) -> set[str]:
     return (left & allowed) or left
 
 
-def _half_digit(value: float) -> float:
-    """Half the last printed digit of a bandwidth (coarsest of the two layouts above 1000)."""
+def half_digit(value: float) -> float:
+    """Half the last printed digit of a bandwidth: two decimals below 1000 in both layouts;
+    above, the adaptive layout prints fewer (taken as the coarsest, 0.5, to stay safe)."""
     return 0.005 if value < 1000 else 0.5

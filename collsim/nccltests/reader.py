@@ -96,10 +96,14 @@ class _Builder:
 
     # -- the run in progress ---------------------------------------------------------
     def start(self, line: int) -> Run:
+        before = self.pending
+        if self.run is not None and not self.done and self.table is None:
+            before = self.run  # a run with no table yet (a repeated marker): take what it had
+            before.preamble += self.pending.preamble
         self.run = Run(self.file, line, hints=Hints())
-        self.run.preamble = self.pending.preamble
-        self.run.hints.adopt(self.pending.hints)
-        self.run.nccl_version = self.pending.nccl_version
+        self.run.preamble = before.preamble
+        self.run.hints.adopt(before.hints)
+        self.run.nccl_version = before.nccl_version
         self.pending = Run(self.file, 0)
         self.runs.append(self.run)
         self.done = False

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from collsim.nccltests.hints import Hints
-from collsim.nccltests.programs import BY_COLLECTIVE
+from collsim.nccltests.programs import BY_COLLECTIVE, half_digit
 
 
 @dataclass(frozen=True)
@@ -96,10 +96,6 @@ class Run:
     comment: str | None = None  # "collsim ... simulated ..." in a log collsim printed
 
     @property
-    def where(self) -> str:
-        return f"{self.file}:{self.line}"
-
-    @property
     def ranks(self) -> int | None:
         """Number of ranks: the highest rank line's number + 1, else NCCL's nRanks."""
         if self.rank_lines:
@@ -150,6 +146,7 @@ class Run:
 
     @property
     def dtype(self) -> str | None:
+        """The element type of the table, as nccl-tests names it (float, half, ...)."""
         return self.rows[0].dtype if self.rows else None
 
     def ranks_from_bandwidth(self) -> int | None:
@@ -160,11 +157,11 @@ class Run:
         rows = [r.out_of_place for r in self.rows if r.out_of_place.algbw_GBps >= 1.0]
         if program is None or program.busbw_factor(1000) == 1.0 or not rows:
             return None
-        limit = 2.0 if program.collective == "allreduce" else 1.0
+        limit = round(program.busbw_factor(10**6))  # 2 for allreduce, 1 for (p-1)/p
         best = max(rows, key=lambda h: h.algbw_GBps)
         a, b = best.algbw_GBps, best.busbw_GBps
-        low = (b - _unit(b)) / (a + _unit(a)) / limit
-        high = (b + _unit(b)) / (a - _unit(a)) / limit
+        low = (b - half_digit(b)) / (a + half_digit(a)) / limit
+        high = (b + half_digit(b)) / (a - half_digit(a)) / limit
         if high >= 1.0:
             return None
         first, last = max(2, math.floor(1 / (1 - low))), math.ceil(1 / (1 - high))
@@ -172,11 +169,7 @@ class Run:
             return None
         fits = [p for p in range(first, last + 1)
                 if all(abs(h.algbw_GBps * program.busbw_factor(p) - h.busbw_GBps)
-                       <= _unit(h.algbw_GBps) * limit + _unit(h.busbw_GBps) for h in rows)]
+                       <= half_digit(h.algbw_GBps) * limit + half_digit(h.busbw_GBps)
+                       for h in rows)]
         return fits[0] if len(fits) == 1 else None
 
-
-def _unit(value: float) -> float:
-    """Half the last printed digit of a bandwidth: two decimals below 1000 in both layouts;
-    above, the adaptive layout prints fewer (taken as the coarsest, 0.5, to stay safe)."""
-    return 0.005 if value < 1000 else 0.5
