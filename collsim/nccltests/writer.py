@@ -13,19 +13,18 @@ def format_run(run: Run, layout: str | None = None) -> str:
     lines = []
     if run.comment:
         lines.append(f"# {run.comment}")
-    if run.program:
+    announced = run.program is not None and run.collective_source in _ANNOUNCED
+    if announced:
         lines.append(f"# Collective test starting: {run.program}")
     lines += [header_line(run.header or Header(0), chosen), "#", "# Using devices"]
     lines += [rank_line(r) for r in run.rank_lines]
-    if run.nccl_version:
-        lines.append(f"NCCL version {run.nccl_version}")
     lines += ["#", *chosen.column_header()]
     lines += [format_row(row, chosen.name) for row in run.rows]
     wrong = run.out_of_bounds or 0
     lines.append(f"# {'Out of bounds values':<20} : {wrong} {'FAILED' if wrong else 'OK'}")
     lines.append(f"# {'Avg bus bandwidth':<20} : {_avg_busbw(run):g} ")
     lines.append("#")
-    if run.program:
+    if announced:
         lines.append(f"# Collective test concluded: {run.program}")
     return "\n".join(lines) + "\n"
 
@@ -47,8 +46,8 @@ def format_row(row: Row, layout: str = DEFAULT_LAYOUT) -> str:
 
 
 def header_line(header: Header, layout: Layout) -> str:
-    """The ``# nThread ...`` line; figures the run did not record print as nccl-tests'
-    defaults for one call per size."""
+    """The ``# nThread ...`` line; figures the run did not record print as for one call per
+    size (``unalign``, which only newer versions print, is left out)."""
     def value(name: str, default: int) -> int:
         found = getattr(header, name)
         return default if found is None else found
@@ -59,8 +58,8 @@ def header_line(header: Header, layout: Layout) -> str:
             f"warmup iters: {value('warmup_iters', 0)} iters: {value('iters', 1)} "
             f"agg iters: {value('agg_iters', 1)} validation: {value('validation', 0)} "
             f"graph: {value('graph', 0)}")
-    if layout.name == "adaptive":
-        text += f" unalign: {value('unalign', 0)}"
+    if layout.name == "adaptive" and header.unalign is not None:
+        text += f" unalign: {header.unalign}"
     return text
 
 
@@ -70,6 +69,9 @@ def rank_line(rank: RankLine) -> str:
             f"{rank.host:>10} device {rank.device:2d} [{rank.bus}] {rank.gpu_name}")
 
 
+# Runs whose log named the test (newer nccl-tests print "Collective test starting"; collsim
+# prints it for simulated runs, since allgather and alltoall tables look alike).
+_ANNOUNCED = ("starting line", "simulated")
 # The oldest tables (an ``error`` column, no ``root``) reprint in the classic layout.
 _PRINTED_AS = {"legacy": "classic", "": DEFAULT_LAYOUT}
 
