@@ -12,8 +12,9 @@ engine computes can overflow or underflow:
   1 ms (a TiB takes at most 1e9 s); the fastest (NVLink5, 900 GB/s per GPU per direction;
   an NVL72 rack's ~130 TB/s in all) is below the ceiling, at which a link's routing cost
   (femtoseconds per byte, see :mod:`collsim.hardware.graph`) reaches its floor of one.
-- time from 0 to 1 s: a network hop takes microseconds and a link between continents about
-  0.1 s, and sums of a million such hops stay far below any float limit.
+- time 0, or from 1 ps to 1 s: a network hop takes microseconds and a link between
+  continents about 0.1 s, so sums of a million hops stay far from any float limit; below
+  a picosecond (light crosses 0.3 mm) a latency is a rounding error, not a figure.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ BANDWIDTH_UNITS = {
 }
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 BANDWIDTH_RANGE = (1e3, 1e15)   # bytes/s, both ends allowed (see the module docstring)
-TIME_RANGE = (0.0, 1.0)         # seconds, both ends allowed
+TIME_RANGE = (1e-12, 1.0)       # seconds, both ends allowed, and 0
 
 _NUMBER_UNIT = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z/]*)\s*$")
 
@@ -78,10 +79,9 @@ def _shown(value: object) -> str:
 
 
 def _in_range(value: float, low: float, high: float, what: str, low_text: str,
-              high_text: str, text: object) -> None:
+              high_text: str, shown: str) -> None:
     if not low <= value <= high:
-        raise UnitError(f"a {what} must lie between {low_text} and {high_text}, "
-                        f"got {_shown(text)}")
+        raise UnitError(f"a {what} must lie between {low_text} and {high_text}, got {shown}")
 
 
 def _example(units: dict[str, float]) -> str:
@@ -114,14 +114,16 @@ def parse_bandwidth(text: object) -> float:
 def check_bandwidth(bandwidth: float, text: object = None) -> None:
     """Raise UnitError unless ``bandwidth`` (B/s) lies in :data:`BANDWIDTH_RANGE`."""
     _in_range(bandwidth, *BANDWIDTH_RANGE, "bandwidth", "1 KB/s", "1000 TB/s",
-              bandwidth if text is None else text)
+              f"{bandwidth:.3g} B/s" if text is None else _shown(text))
 
 
 def parse_time(text: object) -> float:
-    """Seconds from '1.5us', '2ms', '0' or a number, within :data:`TIME_RANGE`."""
+    """Seconds from '1.5us', '2ms', '0' or a number: 0, or within :data:`TIME_RANGE`."""
     value, unit = _split(text, "time", TIME_UNITS)
     seconds = value * TIME_UNITS[unit or "s"]
-    _in_range(seconds, *TIME_RANGE, "time", "0", "1 s", text)
+    if seconds != 0:
+        _in_range(seconds, *TIME_RANGE, "time", "1 ps (1e-12 s)", "1 s, or be 0",
+                  _shown(text))
     return seconds
 
 
