@@ -25,9 +25,16 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise InputError(f"expected KEY=VALUE, got {text!r}", key="--set")
     try:
+        if any(isinstance(event, yaml.AliasEvent)
+               for event in yaml.parse(value, Loader=yaml.SafeLoader)):
+            raise InputError(f"{key.strip()}: a value may not use YAML aliases (*name)",
+                             key="--set")
         parsed = yaml.safe_load(value) if value.strip() else ""
     except yaml.YAMLError:
         parsed = value
+    except (ValueError, RecursionError):  # an integer of thousands of digits; deep nesting
+        raise InputError(f"{key.strip()}: the value is too large or too deeply nested",
+                         key="--set") from None
     return key.strip(), parsed
 
 

@@ -50,8 +50,10 @@ def build_cluster(doc: Document) -> Topology:
     port = spec.nics.link if spec.nics else None
     fabric = FABRIC_KINDS[doc.data["fabric"]["kind"]].read(
         doc, ("fabric",), Cabling(nodes, spec.nics.count if spec.nics else 0, port))
-    check_links(doc, ("nodes",), nodes * spec.links + (fabric.links if port else 0),
-                f"{nodes:,} nodes of {spec.links:,} links each and their fabric")
+    check_links(doc, ("nodes",), nodes * spec.links, f"{nodes:,} nodes of {spec.links:,} "
+                "links each")
+    check_links(doc, ("fabric",), nodes * spec.links + (fabric.links if port else 0),
+                f"with its {fabric.links:,} links, the fabric makes a machine that")
     node = node_graph(doc, spec, ("node",))
     graph = fabric.build(port) if port else None
     return ClusterTopology(machine_name(doc), "cluster", node, nodes, graph,

@@ -148,9 +148,10 @@ def _two_tier(doc: Document, prefix: KeyPath, cabling: Cabling, rails: bool) -> 
             check_bandwidth(uplink)
         except UnitError as exc:
             key = "spines" if "spines" in at(doc.data, prefix) else "oversubscription"
-            raise doc.error(prefix + (key,), f"{spines} spines at oversubscription "
-                            f"{oversubscription:g} make leaf uplinks of {uplink:.3g} B/s: "
-                            f"{exc}") from None
+            raise doc.error(prefix + (key,), f"with {count_text(spines)} spine"
+                            f"{'s' if spines != 1 else ''} at oversubscription "
+                            f"{oversubscription:g}, each leaf uplink would carry "
+                            f"{uplink:.3g} B/s: {exc}") from None
     return fabric
 
 

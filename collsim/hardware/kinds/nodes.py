@@ -48,7 +48,7 @@ from collsim.hardware.kinds.registry import (
     register_kind,
     register_node_kind,
 )
-from collsim.hardware.limits import MAX_GPUS_PER_NODE, check_gpus, check_links
+from collsim.hardware.limits import MAX_GPUS_PER_NODE, check_gpus, check_links, count_text
 from collsim.hardware.nodes import (
     LAYER_NVSWITCH,
     LinkSpec,
@@ -157,8 +157,8 @@ def _check_bundle(doc: Document, path: KeyPath, links: int, nvlink: LinkSpec) ->
     try:
         check_bandwidth(links * nvlink.bandwidth)
     except UnitError as exc:
-        raise doc.error(path, f"{links} NVLinks of {nvlink.bandwidth:g} B/s together: "
-                        f"{exc}") from None
+        raise doc.error(path, f"{count_text(links)} NVLinks of {nvlink.bandwidth:.3g} B/s "
+                        f"together: {exc}") from None
 
 
 def _unwired(doc: Document, prefix: KeyPath, gpus: int) -> Unwired:
@@ -215,7 +215,8 @@ def node_graph(doc: Document, spec: NodeSpec, prefix: KeyPath = ()) -> NodeGraph
     try:
         return build_node(spec)
     except NoRoute as exc:
-        where = ("pairs",) if "pairs" in at(doc.data, prefix) else ()
+        where = next(((key,) for key in ("pairs", "wiring") if key in at(doc.data, prefix)),
+                     ())
         raise doc.error(prefix + where, str(exc)) from None
 
 
