@@ -27,6 +27,7 @@ from collsim.hardware.kinds.registry import (
 )
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.shipped import find_topology, shipped_names
+from collsim.hardware.summary import summarize
 from collsim.hardware.topology import switch
 from collsim.yamlfile import Document
 
@@ -217,3 +218,26 @@ def test_topo_show_prints_every_shipped_file_and_every_kind(name, tmp_path, caps
     topology = load_topology(find_topology(name))
     assert f"(kind {topology.kind})" in out and f"GPUs            {topology.gpus} on" in out
     assert "bisection" in out
+
+
+ONE_GPU = {
+    "switch": f"kind: switch\ngpus: 1\nlink: {LINK}\n",
+    "fully_connected": f"kind: fully_connected\ngpus: 1\nlink: {LINK}\n",
+    "nvswitch": f"kind: nvswitch\ngpus: 1\nnvlink: {LINK}\n",
+    "nvlink": f"kind: nvlink\ngpus: 1\nnvlink: {LINK}\nwiring: ring\n",
+    "pcie": f"kind: pcie\ngpus: 1\npcie: {{switches: 1, link: {LINK}, uplink: {LINK}}}\n",
+    "cluster": f"kind: cluster\nnodes: 1\nnode: {{kind: nvswitch, gpus: 1, nvlink: {LINK}}}\n"
+               "fabric: {kind: switch}\n",
+    "torus": f"kind: torus\ndims: [1]\nlink: {LINK}\n",
+}
+
+
+def test_one_gpu_tests_cover_every_kind():
+    assert set(ONE_GPU) == set(KINDS)
+
+
+@pytest.mark.parametrize("kind", ONE_GPU)
+def test_a_machine_of_one_gpu_of_every_kind_is_summarized(kind):
+    summary = summarize(topology_from_text(ONE_GPU[kind]))
+    assert (summary.gpus, summary.nodes, summary.intra_injection) == (1, 1, 0.0)
+    assert summary.bisection is None and summary.network_injection is None

@@ -151,7 +151,8 @@ def _two_tier(doc: Document, prefix: KeyPath, cabling: Cabling, rails: bool) -> 
             raise doc.error(prefix + (key,), f"with {count_text(spines)} spine"
                             f"{'s' if spines != 1 else ''} at oversubscription "
                             f"{oversubscription:g}, each leaf uplink would carry "
-                            f"{uplink:.3g} B/s: {exc}") from None
+                            f"{uplink:.3g} B/s: {exc}; change 'spines' or "
+                            f"'oversubscription'") from None
     return fabric
 
 
@@ -167,7 +168,7 @@ def _torus(doc: Document, prefix: KeyPath, cabling: Cabling) -> Torus:
     dims = tuple(count(doc, prefix + ("dims", i)) for i in range(len(at(doc.data, prefix +
                                                                           ("dims",)))))
     if math.prod(dims) != cabling.nodes:
-        shown = ", ".join(count_text(d) for d in dims)
+        shown = ", ".join(str(d) if d.bit_length() <= 64 else count_text(d) for d in dims)
         raise doc.error(prefix + ("dims",), f"[{shown}] holds {count_text(math.prod(dims))} "
                         f"nodes but 'nodes' is {cabling.nodes}; change both")
     return Torus(cabling.nodes, cabling.nics, dims, link(doc, prefix + ("link",)))

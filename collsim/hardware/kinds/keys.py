@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 from collsim.hardware.nodes import LinkSpec
 from collsim.schema import QUANTITY, at, quantity
@@ -67,6 +66,6 @@ def machine_name(doc: Document) -> str:
     return doc.data.get("name") or Path(doc.file).stem
 
 
-def section(doc: Document, path: KeyPath) -> dict[str, Any]:
-    """The mapping at ``path`` ({} if absent)."""
-    return at(doc.data, path) or {}
+def amount(n: int, one: str, many: str) -> str:
+    """``n`` with its noun in the right number: '1 GPU', '3 GPUs'."""
+    return f"{n} {one if n == 1 else many}"

@@ -36,6 +36,7 @@ from collsim.hardware.kinds.keys import (
     COUNT,
     GPU_SCHEMA,
     LINK_SCHEMA,
+    amount,
     count,
     link,
     machine_name,
@@ -171,13 +172,15 @@ def _pcie(doc: Document, prefix: KeyPath, gpus: int) -> PcieSpec:
     switches = count(doc, path + ("switches",))
     sockets = count(doc, path + ("sockets",), 1)
     if switches > gpus:
-        raise doc.error(path + ("switches",), f"{switches} PCIe switches for {gpus} GPUs: "
+        raise doc.error(path + ("switches",), f"{switches} PCIe switches for "
+                        f"{amount(gpus, 'GPU', 'GPUs')}: "
                         f"GPUs are spread evenly over the switches and each needs one; give "
                         f"at most {gpus}")
     if sockets > switches:
-        raise doc.error(path + ("sockets",), f"{sockets} sockets for {switches} PCIe "
-                        f"switches: switches are spread evenly over the sockets and each "
-                        f"needs one; give at most {switches}")
+        raise doc.error(path + ("sockets",), f"{sockets} sockets for "
+                        f"{amount(switches, 'PCIe switch', 'PCIe switches')}: switches are "
+                        f"spread evenly over the sockets and each needs one; give at most "
+                        f"{switches}")
     if sockets > 1 and "inter_socket" not in data:
         raise doc.error(path + ("inter_socket",), f"required with {sockets} sockets")
     return PcieSpec(switches, sockets, link(doc, path + ("link",)),
@@ -189,7 +192,8 @@ def _nics(doc: Document, prefix: KeyPath, gpus: int) -> NicSpec:
     path = prefix + ("nics",)
     nics = count(doc, path + ("count",))
     if nics > gpus:
-        raise doc.error(path + ("count",), f"{nics} NICs for {gpus} GPUs: GPU g uses NIC "
+        raise doc.error(path + ("count",), f"{nics} NICs for {amount(gpus, 'GPU', 'GPUs')}: "
+                        f"GPU g uses NIC "
                         f"g * count // gpus, so NICs beyond one per GPU would carry nothing; "
                         f"give at most {gpus}")
     return NicSpec(nics, link(doc, path + ("link",)),
