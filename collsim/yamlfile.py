@@ -145,18 +145,6 @@ def _check_expansion(root: yaml.Node, file: str) -> None:
     size(root, 0)
 
 
-def yaml_value(text: str, option: str) -> Any:
-    """A command-line VALUE read as YAML (16, 200GB/s, true, [1, 2]) under the same bounds as a
-    file, so an alias bomb typed after ``--set`` is refused too; text that is not YAML stays
-    text."""
-    try:
-        return parse_yaml(text, option).data
-    except InputError as exc:
-        if exc.message.startswith("not valid YAML"):
-            return text
-        raise InputError(exc.message, key=option) from None
-
-
 def read_text(path: str | Path, what: str = "file", limit: int = MAX_YAML_BYTES) -> str:
     """A UTF-8 regular file's text, at most ``limit`` bytes; anything else (missing,
     unreadable, a directory, a device or FIFO, too large) is an InputError naming ``what``."""

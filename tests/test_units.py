@@ -7,6 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collsim.units import (
+    BANDWIDTH_RANGE,
+    TIME_RANGE,
     UnitError,
     format_size,
     parse_bandwidth,
@@ -53,10 +55,37 @@ def test_times(text, value):
     (parse_time, "3 weeks", "unknown unit"),
     (parse_time, "-1us", "cannot be negative"),
     (parse_time, "nan", "expected a time"),
+    (parse_bandwidth, "1e-320", "between 1 KB/s and 1000 TB/s"),
+    (parse_bandwidth, 10**400, "between 1 KB/s and 1000 TB/s, got an integer of about 400"),
+    (parse_bandwidth, "1.5PB/s", "unknown unit"),
+    (parse_time, "1e308", "and 1 s, or be 0"),
+    (parse_time, 1e-320, "between 1 ps"),
+    (parse_time, -(10**400), "cannot be negative"),
+    (parse_size, 10**400, "expected a finite size"),
 ])
 def test_bad_quantities_say_what_was_expected(parse, text, message):
     with pytest.raises(UnitError, match=message):
         parse(text)
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_bandwidths_parse_exactly_when_in_range(value):
+    low, high = BANDWIDTH_RANGE
+    if low <= value <= high:
+        assert parse_bandwidth(value) == value
+    else:
+        with pytest.raises(UnitError):
+            parse_bandwidth(value)
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_times_parse_exactly_when_zero_or_in_range(value):
+    low, high = TIME_RANGE
+    if value == 0 or low <= value <= high:
+        assert parse_time(value) == value
+    else:
+        with pytest.raises(UnitError):
+            parse_time(value)
 
 
 @given(st.integers(0, 2**50))

@@ -8,11 +8,12 @@ from typing import Any
 
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, parse_override
+from collsim.hardware.shipped import resolve_topology, shipped_directory
 from collsim.hardware.topology import Topology
 from collsim.scenarios.axes import message_size
 from collsim.units import UnitError
 
-SHIPPED_TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+SHIPPED_TOPOLOGIES = shipped_directory()
 
 
 def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,14 +32,7 @@ def add_param_argument(parser: argparse.ArgumentParser) -> None:
 
 def resolve_topology_path(name: str) -> Path:
     """A path as given, or a shipped topology by name (``dgx-h100`` or ``dgx-h100.yaml``)."""
-    path = Path(name)
-    if path.exists() or path.suffix in (".yaml", ".yml") and path.parent != Path("."):
-        return path
-    for candidate in (Path("topologies") / name, SHIPPED_TOPOLOGIES / name):
-        for with_suffix in (candidate, candidate.with_name(candidate.name + ".yaml")):
-            if with_suffix.is_file():
-                return with_suffix
-    return path
+    return resolve_topology(name)
 
 
 def topology_from_args(args: argparse.Namespace) -> Topology:

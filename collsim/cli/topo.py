@@ -8,6 +8,7 @@ from pathlib import Path
 
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, parse_override
+from collsim.hardware.shipped import resolve_topology
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +21,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Print a topology's GPUs, nodes, links by kind, per-GPU injection "
                     "bandwidth and bisection bandwidth (first half of the GPUs to the rest); "
                     "draw it to an image file with --image.")
-    show.add_argument("file", metavar="FILE", help="topology YAML file")
+    show.add_argument("file", metavar="FILE",
+                      help="topology YAML file, or the name of a shipped one (dgx-h100)")
     show.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="override a topology key (dotted for nested keys), e.g. nodes=16")
     show.add_argument("--image", metavar="PATH",
@@ -36,7 +38,7 @@ def show_topology(args: argparse.Namespace) -> int:
     if args.image:
         _check_image_path(Path(args.image))
     overrides = dict(parse_override(text) for text in args.set)
-    topology = load_topology(args.file, overrides)
+    topology = load_topology(resolve_topology(args.file, key="FILE"), overrides)
     print(format_summary(summarize(topology, with_bisection=not args.no_bisection)))
     if args.image:
         from collsim.hardware.draw import draw

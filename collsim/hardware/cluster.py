@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 
-from collsim.hardware.fabrics import gray_order, nic_vertex
+from collsim.hardware.fabrics import nic_vertex
 from collsim.hardware.graph import LinkGraph, Router
+from collsim.hardware.grid import gray_order
 from collsim.hardware.nodes import NodeGraph
 from collsim.hardware.topology import Link, Topology
 

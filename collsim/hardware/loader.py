@@ -1,83 +1,22 @@
 """Topology files: read YAML, apply ``--set`` overrides, validate against the kind's schema,
-and build the machine. New kinds register a schema and a builder with :func:`register_kind`."""
+and build the machine. The kinds are records in :mod:`collsim.hardware.kinds`."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from collsim.errors import InputError
-from collsim.hardware.topology import Topology, fully_connected, switch
-from collsim.schema import QUANTITY, quantity, validate
-from collsim.units import parse_bandwidth, parse_time
-from collsim.yamlfile import Document, load_yaml, parse_yaml, yaml_value
+from collsim.hardware.kinds import KINDS
+from collsim.hardware.topology import Topology
+from collsim.schema import validate
+from collsim.yamlfile import Document, load_yaml, parse_yaml
 
-LINK_SCHEMA = {
-    "type": "object",
-    "properties": {"latency": QUANTITY, "bandwidth": QUANTITY},
-    "required": ["latency", "bandwidth"],
-    "additionalProperties": False,
-}
-GPU_SCHEMA = {
-    "type": "object",
-    "properties": {"reduce_bandwidth": QUANTITY},
-    "additionalProperties": False,
-}
-
-
-@dataclass(frozen=True)
-class Kind:
-    """A topology kind: the keys its files take (JSON Schema properties) and its builder."""
-
-    name: str
-    properties: dict[str, Any]
-    required: tuple[str, ...]
-    build: Callable[[Document], Topology]
-    summary: str = ""
-
-    def schema(self) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "kind": {"const": self.name},
-                           "description": {"type": "string"}, **self.properties},
-            "required": ["kind", *self.required],
-            "additionalProperties": False,
-        }
-
-
-KINDS: dict[str, Kind] = {}
-
-
-def register_kind(kind: Kind) -> Kind:
-    """Make ``kind`` loadable from topology files."""
-    KINDS[kind.name] = kind
-    return kind
-
-
-def reduce_bandwidth(doc: Document) -> float:
-    """The GPUs' reduction bandwidth (``gpu.reduce_bandwidth``); infinite (free) if absent."""
-    return quantity(doc, ("gpu", "reduce_bandwidth"), parse_bandwidth, default=float("inf")) \
-        if "reduce_bandwidth" in (doc.data.get("gpu") or {}) else float("inf")
-
-
-def _uniform(builder: Callable[..., Topology]) -> Callable[[Document], Topology]:
-    def build(doc: Document) -> Topology:
-        return builder(
-            doc.data.get("name") or Path(doc.file).stem, int(doc.data["gpus"]),
-            quantity(doc, ("link", "latency"), parse_time),
-            quantity(doc, ("link", "bandwidth"), parse_bandwidth),
-            reduce_bandwidth(doc))
-    return build
-
-
-_UNIFORM = {"gpus": {"type": "integer", "minimum": 1}, "link": LINK_SCHEMA, "gpu": GPU_SCHEMA}
-register_kind(Kind("switch", _UNIFORM, ("gpus", "link"), _uniform(switch),
-                   "every GPU has one full-duplex port to one non-blocking switch"))
-register_kind(Kind("fully_connected", _UNIFORM, ("gpus", "link"), _uniform(fully_connected),
-                   "a dedicated full-duplex link between every pair of GPUs"))
+__all__ = ["KINDS", "apply_overrides", "load_topology", "parse_override",
+           "topology_from_document", "topology_from_text"]
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -85,7 +24,18 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise InputError(f"expected KEY=VALUE, got {text!r}", key="--set")
-    return key.strip(), yaml_value(value, "--set") if value.strip() else ""
+    try:
+        if any(isinstance(event, yaml.AliasEvent)
+               for event in yaml.parse(value, Loader=yaml.SafeLoader)):
+            raise InputError(f"{key.strip()}: a value may not use YAML aliases (*name)",
+                             key="--set")
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    except (ValueError, RecursionError):  # an integer of thousands of digits; deep nesting
+        raise InputError(f"{key.strip()}: the value is too large or too deeply nested",
+                         key="--set") from None
+    return key.strip(), parsed
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -128,9 +78,3 @@ def topology_from_text(text: str, overrides: dict[str, Any] | None = None,
     """Build a topology from YAML text (tests and inline scenario topologies)."""
     return topology_from_document(parse_yaml(text, file), overrides)
 
-
-# Real machines: NVSwitch / NVLink / PCIe nodes, clusters on fabrics, tori of GPUs.
-from collsim.hardware import kinds as _real_machines  # noqa: E402
-
-for _kind in _real_machines.kinds():
-    register_kind(_kind)

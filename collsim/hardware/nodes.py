@@ -1,22 +1,16 @@
-"""One server ("node") as a graph: GPUs on NVSwitch, on direct NVLink, or under a PCIe tree,
-the host's CPU sockets, and the NICs that take traffic to the network.
-
-Three node kinds:
-
-- ``nvswitch``: every GPU has ``nvlink.bandwidth`` per direction to one non-blocking NVSwitch
-  fabric (DGX/HGX A100, H100).
-- ``nvlink``: GPU pairs wired directly, ``links_per_pair`` NVLinks of ``nvlink.bandwidth``
-  each, as a ``ring`` or a full ``mesh``, or an explicit ``pairs: [[a, b, links], ...]``.
-  Pairs without NVLink talk over PCIe, so such a node needs a ``pcie`` section.
-- ``pcie``: no NVLink at all; GPU-to-GPU traffic takes the PCIe tree.
+"""One server ("node") as a graph: its GPUs, the links that join them (the node kind's
+*wiring*: an NVSwitch, direct NVLinks, or none), the PCIe tree under the host's CPU
+sockets, and the NICs that take traffic to the network. The node kinds themselves are
+in :mod:`collsim.hardware.kinds.nodes`.
 
 The PCIe tree: ``pcie.switches`` switches spread evenly over ``pcie.sockets`` CPU sockets
 (``uplink`` joins a switch to its CPU root port; ``inter_socket`` joins every pair of
-sockets), GPUs spread evenly over the switches (``link``). NIC k sits under switch
-``k * switches // count`` and GPU g uses NIC ``g * count // gpus``: ``count == gpus`` is one
-NIC per GPU (rails), fewer NICs are shared. With ``gpudirect: true`` a GPU's traffic reaches
-its NIC by the shortest PCIe path (through the shared switch, GPUDirect RDMA); with
-``false`` it is staged in host memory: GPU to its own socket, then socket to the NIC.
+sockets), GPUs spread evenly over the switches (``link``), so that every switch has a GPU
+and every socket a switch. NIC k sits under switch ``k * switches // count`` and GPU g
+uses NIC ``g * count // gpus``: ``count == gpus`` is one NIC per GPU (rails), fewer NICs
+are shared. With ``gpudirect: true`` a GPU's traffic reaches its NIC by the shortest PCIe
+path (through the shared switch, GPUDirect RDMA); with ``false`` it is staged in host
+memory: GPU to its own socket, then socket to the NIC.
 """
 
 from __future__ import annotations
@@ -24,10 +18,9 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from collsim.hardware.graph import LinkGraph, NoRoute, Router
-
-NODE_KINDS = ("nvswitch", "nvlink", "pcie")
 
 
 @dataclass(frozen=True)
@@ -58,25 +51,44 @@ class NicSpec:
     gpudirect: bool = True
 
 
+class Wiring(Protocol):
+    """How a node kind joins its GPUs to each other, besides the PCIe tree."""
+
+    @property
+    def links(self) -> int:
+        """Directed links :meth:`wire` adds (two per full-duplex link)."""
+
+    def wire(self, g: LinkGraph, gpus: list[str]) -> None:
+        """Add the links (and any switch) between the GPU vertices ``gpus``."""
+
+
+@dataclass(frozen=True)
+class Unwired:
+    """No links between GPUs: they talk through the PCIe tree."""
+
+    links: int = 0
+
+    def wire(self, g: LinkGraph, gpus: list[str]) -> None:
+        return None
+
+
 @dataclass(frozen=True)
 class NodeSpec:
-    """Everything a node kind is built from."""
+    """Everything a node is built from; ``kind`` names the node kind that read it."""
 
     kind: str
     gpus: int
-    nvlink: LinkSpec | None = None
-    pairs: tuple[tuple[int, int, int], ...] = ()   # nvlink kind: (gpu a, gpu b, links)
+    wiring: Wiring = Unwired()
     pcie: PcieSpec | None = None
     nics: NicSpec | None = None
 
-
-def nvlink_pairs(gpus: int, wiring: str, links: int) -> tuple[tuple[int, int, int], ...]:
-    """GPU pairs of a ``ring`` (g, g+1 mod n) or full ``mesh``, each with ``links`` NVLinks."""
-    if wiring == "ring":
-        pairs = {tuple(sorted((g, (g + 1) % gpus))) for g in range(gpus) if gpus > 1}
-    else:
-        pairs = set(itertools.combinations(range(gpus), 2))
-    return tuple((a, b, links) for a, b in sorted(pairs))
+    @property
+    def links(self) -> int:
+        """Directed links :func:`build_node` makes of this spec."""
+        pcie = self.pcie
+        duplex = 0 if pcie is None else (self.gpus + pcie.switches
+                                          + pcie.sockets * (pcie.sockets - 1) // 2)
+        return self.wiring.links + 2 * (duplex + (self.nics.count if self.nics else 0))
 
 
 @dataclass(eq=False)
@@ -130,15 +142,7 @@ def build_node(spec: NodeSpec) -> NodeGraph:
     """The graph of one node; raises NoRoute (with the GPUs named) if two GPUs cannot talk."""
     g = LinkGraph()
     gpus = [g.vertex(f"gpu{i}", "gpu", transit=False, layer=LAYER_GPU) for i in range(spec.gpus)]
-    if spec.kind == "nvswitch":
-        nv = spec.nvlink
-        g.vertex("nvswitch", "nvswitch", layer=LAYER_NVSWITCH)
-        for gpu in gpus:
-            g.connect(gpu, "nvswitch", nv.latency, nv.bandwidth, "nvlink")
-    elif spec.kind == "nvlink":
-        nv = spec.nvlink
-        for a, b, links in spec.pairs:
-            g.connect(gpus[a], gpus[b], nv.latency, links * nv.bandwidth, "nvlink")
+    spec.wiring.wire(g, gpus)
     sockets = _pcie_tree(g, spec, gpus)
     nics = _nics(g, spec)
     count = len(nics)

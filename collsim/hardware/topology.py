@@ -87,6 +87,8 @@ class FullyConnectedTopology(Topology):
         return (src * (self.gpus - 1) + (dst if dst < src else dst - 1),)
 
     def path_parameters(self) -> tuple[float, float] | None:
+        if not self.links:  # one GPU: no path at all
+            return None
         link = self.links[0]
         return link.latency, 1.0 / link.bandwidth
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from collsim.hardware.fabrics import gray_order, torus_coordinates, torus_neighbours, torus_position
 from collsim.hardware.graph import GraphTopology, LinkGraph
+from collsim.hardware.grid import gray_order, torus_coordinates, torus_neighbours, torus_position
 
 
 class TorusTopology(GraphTopology):

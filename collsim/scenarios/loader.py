@@ -14,6 +14,7 @@ import yaml
 
 from collsim.algorithms.registry import REGISTRY, algorithms_for
 from collsim.errors import InputError, InputErrors
+from collsim.hardware.shipped import find_topology
 from collsim.output.table import RESULT_COLUMNS
 from collsim.scenarios.axes import parse_ranks, parse_sizes, value_axis
 from collsim.scenarios.model import Scenario, TopologySource
@@ -170,9 +171,10 @@ class _Reader:
     def topology_source(self, path: KeyPath, entry: Any) -> TopologySource:
         if isinstance(entry, str):
             base = Path(self.doc.file).resolve().parent
-            file = (base / entry) if not Path(entry).is_absolute() else Path(entry)
-            if not file.exists():
-                raise self.doc.error(path, f"no topology file {entry!r} (looked for {file})")
+            file = find_topology(entry, base)
+            if file is None:  # a directory or a device is named by the reader below
+                raise self.doc.error(path, f"no topology file {entry!r} (looked for "
+                                           f"{base / entry} and the shipped topologies)")
             topo_doc = load_yaml(file)
             if not isinstance(topo_doc.data, dict):
                 raise InputError("a topology file must be a mapping of keys to values",
