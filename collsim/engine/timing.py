@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import simpy
 
 from collsim.engine.data import deadlock_message
-from collsim.engine.fabric import Fabric, call_later
+from collsim.engine.fabric import Fabric
+from collsim.engine.loop import call_later, clock
+from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.errors import SimulationError
 from collsim.hardware.topology import Topology
 from collsim.program import Copy, Job, ProgramFactory, Recv, Reduce, Send
@@ -46,12 +48,14 @@ class TimingRun:
 
 
 class TimingEngine:
-    """Runs ``programs`` for ``job`` with rank r on GPU ``gpus[r]`` of ``topology``."""
+    """Runs ``programs`` for ``job`` with rank r on GPU ``gpus[r]`` of ``topology``, on a
+    ``fabric`` (a :class:`Fabric` or subclass) with the given ``policy``."""
 
     def __init__(self, topology: Topology, gpus: Sequence[int], job: Job,
-                 programs: ProgramFactory) -> None:
+                 programs: ProgramFactory, policy: FabricPolicy = DEFAULT_POLICY,
+                 fabric: type[Fabric] = Fabric) -> None:
         self.env = simpy.Environment()
-        self.fabric = Fabric(self.env, topology)
+        self.fabric = fabric(self.env, topology, policy)
         self.job = job
         self.itemsize = job.itemsize
         self.gamma = topology.gamma
@@ -131,7 +135,7 @@ class TimingEngine:
                 if state.pending:
                     break
             else:
-                state.finished_at = self.env._now
+                state.finished_at = clock(self.env)
         self._resuming = False
 
     def _op_done(self, state: RankState) -> None:
