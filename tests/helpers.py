@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import simpy
 
+from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.hardware.topology import Link, Topology
@@ -22,10 +23,11 @@ class ExplicitTopology(Topology):
 
 
 def run_transfers(topology: Topology, transfers: list[tuple[float, int, int, float]],
-                  policy: FabricPolicy = DEFAULT_POLICY) -> list[float]:
+                  policy: FabricPolicy = DEFAULT_POLICY, costs: CostModel = IDEAL
+                  ) -> list[float]:
     """Start (time, src, dst, bytes) transfers; return each one's delivery time."""
     env = simpy.Environment()
-    fabric = Fabric(env, topology, policy)
+    fabric = Fabric(env, topology, costs, policy)
     done = [None] * len(transfers)
 
     def starter(index, start, src, dst, size):

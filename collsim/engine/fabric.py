@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 
 import simpy
 
+from collsim.engine.costs import IDEAL, CostModel, channel_bandwidth
 from collsim.engine.loop import BareEvent, call_later, clock
 from collsim.engine.maxmin import Channel, MaxMin
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
@@ -80,15 +81,15 @@ class Fabric:
 
     flow_class: type[Flow] = Flow  # the class of the flows that transfers create
 
-    def __init__(self, env: simpy.Environment, topology: Topology,
+    def __init__(self, env: simpy.Environment, topology: Topology, costs: CostModel = IDEAL,
                  policy: FabricPolicy = DEFAULT_POLICY) -> None:
         self.env = env
         self.topology = topology
+        self.costs = costs
         self.policy = policy
         self.solver = MaxMin()
-        self.channels = [Channel(link.bandwidth) for link in topology.links]
-        self._latency = [link.latency for link in topology.links]
-        self._bandwidth = [link.bandwidth for link in topology.links]
+        # The cost model is applied here and where routes are built, never per transfer.
+        self.channels = [Channel(channel_bandwidth(costs, link)) for link in topology.links]
         # Routes by src * gpus + dst: an int key needs no tuple built per transfer.
         self._gpus = topology.gpus
         self._routes: dict[int, tuple[tuple[Channel, ...], float, float]] = {}
@@ -104,18 +105,17 @@ class Fabric:
         self._milestone_callbacks = [self._milestones]
 
     def route(self, src: int, dst: int) -> tuple[tuple[Channel, ...], float, float]:
-        """(channels, total latency, bottleneck bandwidth) from GPU ``src`` to GPU ``dst``."""
+        """(channels, latency, bottleneck payload bandwidth) from GPU ``src`` to GPU
+        ``dst``, under the cost model."""
         key = src * self._gpus + dst
         cached = self._routes.get(key)
         if cached is None:
             hops = self.topology.route(src, dst)
-            latency, bottleneck = 0, float("inf")
-            for i in hops:
-                latency += self._latency[i]
-                if self._bandwidth[i] < bottleneck:
-                    bottleneck = self._bandwidth[i]
-            cached = (tuple([self.channels[i] for i in hops]), latency, bottleneck)
-            self._routes[key] = cached
+            links, channels = self.topology.links, self.channels
+            latency = self.costs.latency([links[i] for i in hops])
+            route = tuple([channels[i] for i in hops])
+            bottleneck = min([channel.bandwidth for channel in route], default=float("inf"))
+            cached = self._routes[key] = (route, latency, bottleneck)
         return cached
 
     def transfer(self, src: int, dst: int, size: float, on_done: Callable[[object], None],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import simpy
 
+from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
 from collsim.engine.loop import call_later, clock
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
@@ -48,14 +49,17 @@ class TimingRun:
 
 
 class TimingEngine:
-    """Runs ``programs`` for ``job`` with rank r on GPU ``gpus[r]`` of ``topology``, on a
-    ``fabric`` (a :class:`Fabric` or subclass) with the given ``policy``."""
+    """Runs ``programs`` for ``job`` with rank r on GPU ``gpus[r]`` of ``topology``, under
+    the cost model ``costs`` (its launch cost is charged here, once: every rank starts
+    ``costs.launch`` seconds in), on a ``fabric`` (a :class:`Fabric` or subclass) with the
+    given ``policy``."""
 
     def __init__(self, topology: Topology, gpus: Sequence[int], job: Job,
-                 programs: ProgramFactory, policy: FabricPolicy = DEFAULT_POLICY,
-                 fabric: type[Fabric] = Fabric) -> None:
+                 programs: ProgramFactory, costs: CostModel = IDEAL,
+                 policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric) -> None:
         self.env = simpy.Environment()
-        self.fabric = fabric(self.env, topology, policy)
+        self.launch = costs.launch
+        self.fabric = fabric(self.env, topology, costs, policy)
         self.job = job
         self.itemsize = job.itemsize
         self.gamma = topology.gamma
@@ -75,7 +79,10 @@ class TimingEngine:
         gc.disable()
         try:
             self._ready.extend(self.ranks)
-            self._resume_ready()
+            if self.launch > 0:
+                call_later(self.env, self.launch, lambda _: self._resume_ready())
+            else:
+                self._resume_ready()
             self.env.run()
         finally:
             if collecting:
