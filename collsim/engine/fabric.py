@@ -4,7 +4,9 @@ A transfer pays its route's latency once: its bytes leave at the rate the fabric
 and it is delivered ``latency`` after its last byte has left. While bytes are moving, every
 directed link it crosses is shared max-min fairly with the other transfers moving bytes
 over it. Alone on its route a transfer therefore takes exactly
-``sum(latency) + bytes / min(bandwidth)``.
+``latency + bytes / min(bandwidth)``. Latency and bandwidths are the cost model's
+(:mod:`collsim.engine.costs`), applied once per link and per route: under the ideal model,
+the sum of the links' latencies and their line rates.
 
 Rates are recomputed only for the transfers connected (through shared links) to one that
 started or stopped moving, and all changes at one instant are settled together; the rates

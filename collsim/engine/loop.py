@@ -16,8 +16,6 @@ from collections.abc import Callable
 
 import simpy
 
-Environment = simpy.Environment
-
 clock: Callable[[simpy.Environment], float] = operator.attrgetter("_now")
 """``clock(env)``: the simulation's current time (``env.now`` without the property call)."""
 

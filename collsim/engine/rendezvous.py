@@ -63,11 +63,15 @@ class Rendezvous:
             queue.append(item)
         return None
 
-    def waiting(self) -> Iterator[Any]:
-        """Every item still waiting for its partner, sends first."""
-        for table in (self.sends, self.recvs):
-            for queue in table.values():
-                yield from queue
+    def waiting(self) -> Iterator[tuple[int, Any]]:
+        """(rank that posted it, item) of everything still waiting for its partner, sends
+        first."""
+        for (src, _, _), queue in self.sends.items():
+            for item in queue:
+                yield src, item
+        for (_, dst, _), queue in self.recvs.items():
+            for item in queue:
+                yield dst, item
 
 
 def bad_peer(rank: int, op: Send | Recv) -> SimulationError:

@@ -68,7 +68,8 @@ class TimingEngine:
         self.nranks = len(self.ranks)
         self._ready: deque[RankState] = deque()
         self._resuming = False
-        # Posted sends and receives waiting for their partner, as (rank state, operation).
+        # Posted sends and receives waiting for their partner (the operations; the rank
+        # that posted one is in its key).
         self._rendezvous = Rendezvous()
 
     def run(self) -> TimingRun:
@@ -95,8 +96,8 @@ class TimingEngine:
 
     def _deadlock_message(self, stuck: list[RankState]) -> str:
         waits: dict[int, list] = {}
-        for state, op in self._rendezvous.waiting():
-            waits.setdefault(state.rank, []).append(op)
+        for rank, op in self._rendezvous.waiting():
+            waits.setdefault(rank, []).append(op)
         return f"at t={self.env.now:.9g} s, " + deadlock_message([s.rank for s in stuck], waits)
 
     # -- the rank process -------------------------------------------------------------------
@@ -112,7 +113,7 @@ class TimingEngine:
             return
         self._resuming = True
         ready = self._ready
-        fabric, nranks, itemsize = self.fabric, self.nranks, self.itemsize
+        fabric, ranks, nranks, itemsize = self.fabric, self.ranks, self.nranks, self.itemsize
         transfer, delivered = fabric.transfer, self._delivered
         meet_send, meet_recv = self._rendezvous.send, self._rendezvous.recv
         while ready:
@@ -138,15 +139,15 @@ class TimingEngine:
                     # Once both sides are posted the bytes move; the send and the receive
                     # complete on delivery.
                     if kind is Send:
-                        partner = meet_send((rank, peer, op.tag), (state, op))
-                        if partner is None:
+                        recv = meet_send((rank, peer, op.tag), op)
+                        if recv is None:
                             continue
-                        sender, send, (receiver, recv) = state, op, partner
+                        sender, send, receiver = state, op, ranks[peer]
                     else:
-                        partner = meet_recv((peer, rank, op.tag), (state, op))
-                        if partner is None:
+                        send = meet_recv((peer, rank, op.tag), op)
+                        if send is None:
                             continue
-                        (sender, send), receiver, recv = partner, state, op
+                        sender, receiver, recv = ranks[peer], state, op
                     if send.count != recv.count:
                         raise bad_count(sender.rank, receiver.rank, recv, send.count)
                     transfer(sender.gpu, receiver.gpu, send.count * itemsize, delivered,
