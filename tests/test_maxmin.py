@@ -52,7 +52,7 @@ def test_textbook_example_with_two_bottlenecks():
     # L0: 10, L1: 4. f0 crosses both, f1 only L0, f2 only L1: L1 fills first (2 each),
     # then f1 takes what L0 has left.
     channels, flows = build([10.0, 4.0], [(0, 1), (0,), (1,)])
-    for rates in (MaxMin().fill(flows), dict(MaxMin.fill_small(flows, channels))):
+    for rates in (MaxMin().fill(flows), MaxMin.fill_small(flows, channels)):
         assert [rates[f] for f in flows] == [2.0, 8.0, 2.0]
 
 
@@ -80,12 +80,11 @@ def test_heap_fill_equals_the_oracle(bandwidths, drawn):
 def test_scan_fill_equals_the_oracle(bandwidths, drawn):
     routes, want = case(bandwidths, drawn)
     channels, flows = build(bandwidths, routes)
-    frozen = MaxMin.fill_small(flows, used(channels))
-    assert sorted(map(id, (f for f, _ in frozen))) == sorted(map(id, flows))
-    rates = dict(frozen)
+    rates = MaxMin.fill_small(flows, used(channels))
+    assert sorted(map(id, rates)) == sorted(map(id, flows))
     for index, flow in enumerate(flows):
         assert rates[flow] == pytest.approx(want[index], rel=1e-9)
-    shares = [share for _, share in frozen]
+    shares = list(rates.values())
     assert shares == sorted(shares)  # frozen from the tightest link up
 
 

@@ -113,11 +113,16 @@ class Fabric:
         cached = self._routes.get(key)
         if cached is None:
             hops = self.topology.route(src, dst)
-            links, channels = self.topology.links, self.channels
-            latency = self.costs.latency([links[i] for i in hops])
+            channels = self.channels
             route = tuple([channels[i] for i in hops])
-            bottleneck = min([channel.bandwidth for channel in route], default=float("inf"))
-            cached = self._routes[key] = (route, latency, bottleneck)
+            links = self.topology.links
+            latency = self.costs.latency([links[i] for i in hops])
+            bottleneck = float("inf")
+            for channel in route:
+                if channel.bandwidth < bottleneck:
+                    bottleneck = channel.bandwidth
+            cached = (route, latency, bottleneck)
+            self._routes[key] = cached
         return cached
 
     def transfer(self, src: int, dst: int, size: float, on_done: Callable[[object], None],
@@ -358,6 +363,7 @@ class Fabric:
                     seen.update(members)  # all of them are in this large component
                     return False, seen
                 channel.fill = fill
+                channel.latest = 0.0
                 channels.append(channel)
                 if len(members) == 1:
                     continue  # only ``flow`` itself
@@ -406,14 +412,13 @@ class Fabric:
         a transfer's new drain time is set in the order the solver froze them."""
         left = self._left
         changed: list[Flow] = []
-        for flow, share in self.solver.fill_small(flows, channels):
+        for flow, share in self.solver.fill_small(flows, channels).items():
             if flow.drain_at < 0 or share != flow.rate:
                 flow.drain_at = now + left(flow, now) / share
                 flow.rate = share
                 changed.append(flow)
-        # A transfer is outlasted if another on one of its links drains later.
-        for channel in channels:
-            channel.latest = 0.0
+        # A transfer is outlasted if another on one of its links drains later (each
+        # channel's ``latest`` was reset when the component was found).
         first = last = flows[0].drain_at
         for flow in flows:
             drain = flow.drain_at

@@ -147,11 +147,11 @@ class MaxMin:
 
     @staticmethod
     def fill_small(flows: Sequence[Member], channels: Sequence[Channel]
-                   ) -> list[tuple[Member, float]]:
+                   ) -> dict[Member, float]:
         """Max-min fair rates of a whole component, ``flows`` and every link they cross
         (``channels``, each listed once, carrying only these flows), by scanning for the
-        tightest link: for a few flows cheaper than :meth:`fill`'s heap. Returns (flow,
-        rate) in the order the flows are frozen."""
+        tightest link: for a few flows cheaper than :meth:`fill`'s heap. The rates come in
+        the order the flows were frozen."""
         for channel in channels:
             channel.capacity = channel.bandwidth
             channel.users = channel.initial = len(channel.flows)
@@ -177,7 +177,7 @@ class MaxMin:
                 for channel in flow.channels:
                     channel.capacity -= share
                     channel.users -= 1
-        return list(frozen.items())
+        return frozen
 
     @staticmethod
     def bottleneck_test(rates: dict[Member, float]) -> Callable[[Member, float], bool]:
