@@ -90,6 +90,7 @@ class Fabric:
         self.costs = costs
         self.policy = policy
         self.solver = MaxMin()
+        self._new_flow = self.flow_class  # an instance attribute: the faster lookup
         # The cost model is applied here and where routes are built, never per transfer.
         self.channels = [Channel(channel_bandwidth(costs, link)) for link in topology.links]
         # Routes by src * gpus + dst: an int key needs no tuple built per transfer.
@@ -137,7 +138,7 @@ class Fabric:
             return
         env = self.env
         now = clock(env)
-        flow = self.flow_class(channels, size, latency, on_done, token, now)
+        flow = self._new_flow(channels, size, latency, on_done, token, now)
         idle = True
         for channel in channels:
             if channel.flows:
