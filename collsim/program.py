@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from collsim.params import DEFAULT_CHUNK_BYTES
+
 
 @dataclass(slots=True)
 class Send:
@@ -121,7 +123,7 @@ class Job:
         """The node (server) that ``rank`` runs on; 0 for every rank when unknown."""
         return self.nodes[rank] if self.nodes else 0
 
-    def chunk_elements(self, default_bytes: int = 512 * 1024) -> int:
+    def chunk_elements(self, default_bytes: int = DEFAULT_CHUNK_BYTES) -> int:
         """The pipelining chunk in elements (at least one), from the ``chunk_size`` parameter."""
         chunk_bytes = int(self.params.get("chunk_size", default_bytes))
         return max(1, chunk_bytes // self.itemsize)

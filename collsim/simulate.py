@@ -13,13 +13,10 @@ from collsim.engine.timing import TimingEngine
 from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks, ring_order
 from collsim.hardware.topology import Topology
+from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
 from collsim.program import Job
 from collsim.units import UnitError, parse_size
 
-# Bytes per element of the data types a collective can carry (bfloat16 as in NCCL).
-DTYPES = {"int8": 1, "uint8": 1, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
-          "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
-GENERIC_PARAMS = ("root", "dtype", "placement")
 COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes", "time_s",
            "algbw_GBps", "busbw_GBps", "analytic_time_s")
 
@@ -48,7 +45,7 @@ class PointResult:
 
 def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> dict[str, Any]:
     """Validated algorithm parameters: known names, root in range, chunk_size a size > 0."""
-    accepted = GENERIC_PARAMS + tuple(algorithm.params)
+    accepted = COMMON_PARAMS + tuple(algorithm.params)
     for name in params:
         if name not in accepted:
             raise InputError(f"{algorithm.collective}/{algorithm.name} takes no parameter "
@@ -66,7 +63,7 @@ def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> di
             raise InputError(str(exc), key="param.chunk_size") from None
         if checked["chunk_size"] <= 0:
             raise InputError("chunk_size must be positive", key="param.chunk_size")
-    dtype = checked.get("dtype", "float32")
+    dtype = dtype_name(checked)
     if dtype not in DTYPES:
         raise InputError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}",
                          key="param.dtype")
@@ -86,10 +83,10 @@ def make_job(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: i
                          f"{topology.gpus} GPUs", key="ranks")
     algorithm.check_ranks(ranks)
     params = check_params(algorithm, ranks, params)
-    itemsize = DTYPES[params.get("dtype", "float32")]
+    itemsize = DTYPES[dtype_name(params)]
     if size_bytes < 0 or size_bytes % itemsize:
         raise InputError(f"size {size_bytes} B is not a whole number of "
-                         f"{params.get('dtype', 'float32')} elements ({itemsize} B each)",
+                         f"{dtype_name(params)} elements ({itemsize} B each)",
                          key="size")
     gpus = place_ranks(topology, ranks, params)
     collective = COLLECTIVES[algorithm.collective]

@@ -11,9 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from collsim.params import DEFAULT_CHUNK_BYTES
 from collsim.program import Job, block
-
-DEFAULT_CHUNK_BYTES = 512 * 1024
 
 
 def chunk_count(job: Job, count: int) -> int:

@@ -13,6 +13,7 @@ from collsim.cli.common import add_param_argument, params_from_args, resolve_top
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, parse_override
 from collsim.output.files import reported
+from collsim.output.kinds import FIGURE_FORMATS
 from collsim.scenarios.axes import message_size, parse_rank_count
 from collsim.units import UnitError, format_size, format_time
 
@@ -142,8 +143,9 @@ def _plot(rows: list[dict[str, Any]], path: Path, algorithms: tuple[str, ...],
     )
 
     suffix = path.suffix.lstrip(".").lower()
-    if suffix not in ("png", "svg", "pdf"):
-        raise InputError(f"cannot tell the format of {path}: use .png, .svg or .pdf",
+    if suffix not in FIGURE_FORMATS:
+        raise InputError(f"cannot tell the format of {path}: use "
+                         f"{', '.join('.' + f for f in FIGURE_FORMATS)}",
                          key="--plot")
     found = [r for r in rows if r["crossover_bytes"] is not None]
     if not found:

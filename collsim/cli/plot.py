@@ -9,9 +9,9 @@ from typing import Any
 
 from collsim.errors import InputError
 from collsim.output.files import is_figure_file, reported
+from collsim.output.kinds import DEFAULT_FIGURES, DEFAULT_FORMATS, FIGURE_FORMATS, FIGURE_KINDS
 from collsim.output.runinfo import RUN_FILE, read_info
 from collsim.output.table import read_table
-from collsim.scenarios.schema import FIGURE_KINDS, FORMATS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--select", action="append", default=[], metavar="COLUMN=VALUE",
                         help="keep only rows with this value (repeatable; VALUE may be a "
                              "comma-separated list)")
-    parser.add_argument("--format", action="append", choices=FORMATS, dest="formats",
+    parser.add_argument("--format", action="append", choices=FIGURE_FORMATS, dest="formats",
                         help="file format (repeatable; default png and svg)")
     parser.set_defaults(func=run)
 
@@ -74,8 +74,8 @@ def recorded_figures(folder: Path) -> dict[str, Any]:
                                  file=str(path), key=f"{where}.name")
     formats = info.get("formats")
     if formats is not None and (not isinstance(formats, list)
-                                or any(f not in FORMATS for f in formats)):
-        raise InputError(f"expected formats among {', '.join(FORMATS)}, got {formats!r}; "
+                                or any(f not in FIGURE_FORMATS for f in formats)):
+        raise InputError(f"expected formats among {', '.join(FIGURE_FORMATS)}, got {formats!r}; "
                          f"{hint}", file=str(path), key="formats")
     return info
 
@@ -83,7 +83,7 @@ def recorded_figures(folder: Path) -> dict[str, Any]:
 def default_figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What a table can show: time and busbw against size, and, when it has them, the
     crossover map (two algorithms or more) and scaling (two rank counts or more)."""
-    specs = [{"kind": "time_vs_size"}, {"kind": "busbw_vs_size"}]
+    specs = [{"kind": kind} for kind in DEFAULT_FIGURES]
     if len({r["algorithm"] for r in rows}) > 1:
         specs.append({"kind": "crossover_map"})
     if len({r["ranks"] for r in rows}) > 1:
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else table.parent
     with reported(out):
         out.mkdir(parents=True, exist_ok=True)
-    formats = args.formats or info.get("formats") or ["png", "svg"]
+    formats = args.formats or info.get("formats") or list(DEFAULT_FORMATS)
     drawn = draw_figures(rows, specs, out, formats, title=str(info.get("scenario") or ""))
     for note in drawn.notes:
         print(f"note: {note}", file=sys.stderr)

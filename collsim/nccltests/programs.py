@@ -47,7 +47,7 @@ TYPE_SIZES: dict[str, int] = {
     "f8e4m3": 1, "f8e5m2": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
 }
 
-# collsim's dtype names (collsim/simulate.py DTYPES) as nccl-tests prints them.
+# collsim's dtype names (collsim/params.py DTYPES) as nccl-tests prints them.
 NCCL_TYPE_NAMES: dict[str, str] = {
     "int8": "int8", "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64",
     "uint64": "uint64", "float16": "half", "bfloat16": "bfloat16", "float32": "float",

@@ -12,7 +12,7 @@ from collsim.errors import InputError
 from collsim.nccltests.layouts import DEFAULT_LAYOUT
 from collsim.nccltests.programs import NCCL_TYPE_NAMES, program_for
 from collsim.nccltests.run import Half, Header, RankLine, Row, Run
-from collsim.simulate import DTYPES
+from collsim.params import DEFAULT_DTYPE, DTYPES
 
 _PID_BASE = 10000  # synthetic process ids: one process per rank, as mpirun -np starts them
 _GROUP_KEYS = ("topology", "algorithm", "collective", "ranks", "dtype")
@@ -20,7 +20,7 @@ _GROUP_KEYS = ("topology", "algorithm", "collective", "ranks", "dtype")
 
 def run_from_results(rows: Iterable[Mapping[str, Any]], *, topology: str, gpu_name: str,
                      gpus_per_node: int, placement: Sequence[tuple[int, int]] | None = None,
-                     dtype: str = "float32", redop: str = "sum", root: int = 0,
+                     dtype: str = DEFAULT_DTYPE, redop: str = "sum", root: int = 0,
                      checked: bool = False) -> Run:
     """A Run of simulated rows of one collective at one rank count, in nccl-tests' terms.
 

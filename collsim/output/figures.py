@@ -1,12 +1,6 @@
-"""The figure kinds a scenario can ask for, drawn from the rows of a results table:
-
-- ``time_vs_size``: completion time against message size, log-log, closed form dashed;
-- ``busbw_vs_size``: bus bandwidth (nccl-tests' definition) against message size;
-- ``crossover_map``: ranks x size, each cell shaded and hatched by the fastest algorithm,
-  with the interpolated crossover sizes marked;
-- ``time_vs_ranks``: completion time against ranks at a few sizes (scaling);
-- ``speedup``: time of a baseline algorithm divided by each other algorithm's time.
-"""
+"""The figures a scenario can ask for, drawn from the rows of a results table; their names
+and what each shows are in :mod:`collsim.output.kinds`, and each is drawn by the function of
+its name here."""
 
 from __future__ import annotations
 
@@ -21,6 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from collsim.output.crossover import crossovers, fastest
+from collsim.output.kinds import FIGURE_KINDS
 from collsim.output.layout import Plan, Row, distinct, plan, select, spread, value_label
 from collsim.output.style import (
     CLOSED_FORM,
@@ -361,9 +356,5 @@ def _cell_edges(sizes: Sequence[float]) -> list[float]:
 
 
 KINDS: dict[str, Callable[[Sequence[Row], dict[str, Any], dict[Any, int]], Figure]] = {
-    "time_vs_size": time_vs_size,
-    "busbw_vs_size": busbw_vs_size,
-    "crossover_map": crossover_map,
-    "time_vs_ranks": time_vs_ranks,
-    "speedup": speedup,
+    kind: globals()[kind] for kind in FIGURE_KINDS
 }

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from collsim.errors import OutputError
+from collsim.output.kinds import FIGURE_FORMATS
 
 
 def output_error(path: str | Path, exc: OSError) -> OutputError:
@@ -94,8 +95,6 @@ def cut_torn_tail(file: BinaryIO) -> int:
         file.flush()
     return end - position
 
-
-FIGURE_FORMATS = ("png", "svg", "pdf")
 
 
 def is_figure_file(name: str) -> bool:

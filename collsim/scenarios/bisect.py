@@ -11,7 +11,8 @@ from typing import Any
 
 from collsim.algorithms.registry import get_algorithm
 from collsim.hardware.topology import Topology
-from collsim.simulate import DTYPES, check_params, simulate
+from collsim.params import itemsize as element_size
+from collsim.simulate import check_params, simulate
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def itemsize(collective: str, algorithms: tuple[str, str], ranks: int,
     """Bytes per element: sizes must be whole elements (the parameters are checked here)."""
     for name in algorithms:
         checked = check_params(get_algorithm(collective, name), ranks, dict(params))
-    return DTYPES[checked.get("dtype", "float32")]
+    return element_size(checked)
 
 
 def search(topology: Topology, collective: str, algorithms: tuple[str, str], ranks: int,

@@ -15,7 +15,9 @@ import yaml
 from collsim.algorithms.registry import REGISTRY, algorithms_for
 from collsim.errors import InputError, InputErrors
 from collsim.hardware.shipped import find_topology
+from collsim.output.kinds import DEFAULT_FIGURES, DEFAULT_FORMATS
 from collsim.output.table import RESULT_COLUMNS
+from collsim.params import COMMON_PARAMS
 from collsim.scenarios.axes import parse_ranks, parse_sizes, value_axis
 from collsim.scenarios.model import Scenario, TopologySource
 from collsim.scenarios.schema import SCENARIO_SCHEMA
@@ -23,9 +25,6 @@ from collsim.scenarios.where import Filter
 from collsim.schema import validate
 from collsim.yamlfile import Document, KeyPath, load_yaml, parse_yaml
 
-# Parameters the simulator itself takes for every algorithm, besides those algorithms declare.
-COMMON_PARAMS = ("root", "chunk_size", "dtype", "placement")
-DEFAULT_FIGURES = ("time_vs_size", "busbw_vs_size")
 POINT_NAMES = ("size", "ranks", "collective", "algorithm", "topology", "gpus", "nodes")
 
 
@@ -139,7 +138,7 @@ class _Reader:
             name=self.data["name"], file=doc.file, doc=doc, topologies=sources,
             topology_names=names, collectives=collectives, algorithms=algorithms, sizes=sizes,
             ranks=ranks, settings=settings, params=params, where=where, figures=figures,
-            formats=list(self.data.get("formats") or ("png", "svg")),
+            formats=list(self.data.get("formats") or DEFAULT_FORMATS),
             digest=self.digest(sources), quick=self.quick,
             description=self.data.get("description", ""),
             paths={key: self.source(key) for key in ("size", "ranks", "set", "param", "where")},

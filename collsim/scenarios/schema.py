@@ -13,12 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from collsim.collectives import COLLECTIVES
-from collsim.output.files import FIGURE_FORMATS
+from collsim.output.kinds import FIGURE_FORMATS, FIGURE_KINDS
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "schemas" / "scenario.schema.json"
 
-FIGURE_KINDS = ("time_vs_size", "busbw_vs_size", "crossover_map", "time_vs_ranks", "speedup")
-FORMATS = FIGURE_FORMATS
 
 _SCALAR = ["string", "number", "boolean"]
 
@@ -135,7 +133,7 @@ SCENARIO_SCHEMA: dict[str, Any] = {
         "sweep": _sweep(["size"]),
         "where": _WHERE,
         "figures": {"type": "array", "items": _FIGURE},
-        "formats": {"type": "array", "minItems": 1, "items": {"enum": list(FORMATS)},
+        "formats": {"type": "array", "minItems": 1, "items": {"enum": list(FIGURE_FORMATS)},
                     "description": "figure file formats; default [png, svg]"},
         "quick": {
             "type": "object",

@@ -12,9 +12,10 @@ from typing import Any
 from collsim.algorithms.registry import Algorithm, get_algorithm
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
+from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
 from collsim.scenarios.axes import quantity_value
 from collsim.scenarios.model import Point, Scenario
-from collsim.simulate import DTYPES, GENERIC_PARAMS, check_params
+from collsim.simulate import check_params
 
 MAX_POINTS = 1_000_000
 
@@ -107,7 +108,7 @@ def _param_combos(scenario: Scenario, algorithm: Algorithm
                   ) -> list[tuple[tuple[str, Any], ...]]:
     """The combinations of the swept parameters this algorithm takes; the others do not
     apply to it, so its points leave them empty instead of repeating identical runs."""
-    keys = [k for k in scenario.params if k in GENERIC_PARAMS or k in algorithm.params]
+    keys = [k for k in scenario.params if k in COMMON_PARAMS or k in algorithm.params]
     return [tuple(zip(keys, values, strict=True))
             for values in itertools.product(*(scenario.params[k] for k in keys))]
 
@@ -123,12 +124,12 @@ def _itemsize(scenario: Scenario, algorithm: Algorithm, ranks: int,
         raise scenario.doc.error(path, f"{exc.message} ({algorithm.collective} "
                                        f"{algorithm.name} on {ranks} ranks; a where: condition "
                                        f"can leave such points out)") from None
-    return DTYPES[checked.get("dtype", "float32")]
+    return DTYPES[dtype_name(checked)]
 
 
 def _misfit(size: int, itemsize: int, params: tuple[tuple[str, Any], ...]) -> str | None:
     if size % itemsize:
-        dtype = dict(params).get("dtype", "float32")
+        dtype = dtype_name(dict(params))
         return f"sizes that are not a whole number of {dtype} elements ({itemsize} B each)"
     return None
 

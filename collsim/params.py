@@ -1,0 +1,26 @@
+"""The parameters every algorithm takes and their defaults, in one place: the simulator, the
+scenario loader and sweep, the crossover search and the closed forms all import them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# Bytes per element of the data types a collective can carry (bfloat16 as in NCCL).
+DTYPES = {"int8": 1, "uint8": 1, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
+          "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
+DEFAULT_DTYPE = "float32"  # as nccl-tests
+# The pipelining chunk of chain, binary_tree, double_binary_tree and scan's chain.
+DEFAULT_CHUNK_BYTES = 512 * 1024
+# Parameters every algorithm accepts, besides the ones its registration declares.
+COMMON_PARAMS = ("root", "dtype", "placement")
+
+
+def dtype_name(params: Mapping[str, Any]) -> str:
+    """The data type the parameters ask for (the default when they name none)."""
+    return params.get("dtype", DEFAULT_DTYPE)
+
+
+def itemsize(params: Mapping[str, Any]) -> int:
+    """Bytes per element under the parameters' data type (already checked to be known)."""
+    return DTYPES[dtype_name(params)]
