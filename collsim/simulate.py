@@ -15,7 +15,7 @@ from collsim.hardware.placement import place_ranks, ring_order
 from collsim.hardware.topology import Topology
 from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
 from collsim.program import Job
-from collsim.units import UnitError, parse_size
+from collsim.units import UnitError, format_size, format_time, parse_size
 
 COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes", "time_s",
            "algbw_GBps", "busbw_GBps", "analytic_time_s")
@@ -41,6 +41,15 @@ class PointResult:
         """The table's columns in DESIGN.md's order; a missing closed form is empty."""
         return {column: ("" if getattr(self, column) is None else getattr(self, column))
                 for column in COLUMNS}
+
+    def __str__(self) -> str:
+        """The line ``collsim estimate`` prints."""
+        analytic = "" if self.analytic_time_s is None else \
+            f", closed form {format_time(self.analytic_time_s)}"
+        return (f"{self.collective} {self.algorithm} on {self.topology}, {self.ranks} ranks, "
+                f"{format_size(self.size_bytes)} ({self.size_bytes} B): "
+                f"time {format_time(self.time_s)}, algbw {self.algbw_GBps:.4g} GB/s, "
+                f"busbw {self.busbw_GBps:.4g} GB/s{analytic}")
 
 
 def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> dict[str, Any]:

@@ -16,8 +16,7 @@ from collsim.cli.common import (
 from collsim.cli.watch import Watch
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
-from collsim.simulate import PointResult, analytic_time, check_params, simulate
-from collsim.units import format_size, format_time
+from collsim.simulate import analytic_time, check_params, simulate
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -37,16 +36,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def describe(result: PointResult) -> str:
-    """One readable line for a simulated point."""
-    analytic = "" if result.analytic_time_s is None else \
-        f", closed form {format_time(result.analytic_time_s)}"
-    return (f"{result.collective} {result.algorithm} on {result.topology}, {result.ranks} "
-            f"ranks, {format_size(result.size_bytes)} ({result.size_bytes} B): "
-            f"time {format_time(result.time_s)}, algbw {result.algbw_GBps:.4g} GB/s, "
-            f"busbw {result.busbw_GBps:.4g} GB/s{analytic}")
-
-
 def run(args: argparse.Namespace) -> int:
     size = size_argument(args.size)
     topology = topology_from_args(args)
@@ -58,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         row["analytic_time_s"] = result.analytic_time_s
         print(json.dumps(row))
     else:
-        print(describe(result))
+        print(result)
     return 0
 
 

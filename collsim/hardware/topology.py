@@ -22,7 +22,7 @@ class Link:
         return f"{self.src}->{self.dst}"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Topology:
     """Base of every machine: GPUs 0..gpus-1, directed links, and a route between GPUs.
 
@@ -41,6 +41,10 @@ class Topology:
     def __post_init__(self) -> None:
         if not self.node_of:
             self.node_of = [0] * self.gpus
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.name!r}: {self.kind}, {self.gpus} GPUs on "
+                f"{self.nodes} node{'s' if self.nodes != 1 else ''}, {len(self.links)} links>")
 
     @property
     def gamma(self) -> float:

@@ -44,7 +44,7 @@ class Point:
     params: tuple[tuple[str, Any], ...] = ()
 
 
-@dataclass
+@dataclass(repr=False)
 class Scenario:
     """A scenario file, validated; ``settings`` and ``params`` are the swept topology keys and
     algorithm parameters, each with its values in order."""
@@ -67,6 +67,11 @@ class Scenario:
     quick: bool = False
     description: str = ""
     paths: dict[str, KeyPath] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        ranks = "every GPU" if self.ranks is None else self.ranks
+        return (f"<Scenario {self.name!r}: {', '.join(self.topology_names)}; "
+                f"{self.algorithms}; {len(self.sizes)} sizes; ranks {ranks}>")
 
     @property
     def swept_columns(self) -> list[str]:
