@@ -17,8 +17,9 @@ real run is the rates' share.
     python benchmarks/rate_floor.py                       # the contended families
     python benchmarks/rate_floor.py --ranks 256 --family ring direct
 
-This reaches into the fabric's private methods (``_settle``, ``_schedule_flows``) and
-replaces ``Flow`` with a numbered subclass; it measures the engine, it is not an API.
+The runs use subclasses of the fabric passed to the timing engine (``fabric=``): they number
+flows through ``Fabric.flow_class`` and watch or replace the rate computation through its
+extension points (``settle``, ``take_changes``, ``unlink``, ``schedule``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+
+from collsim.engine.fabric import Fabric
+from collsim.engine.loop import clock
+from collsim.engine.timing import TimingEngine
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,17 +42,13 @@ CONTENDED = ["ring", "double_binary_tree", "double_binary_tree (64 MiB)", "direc
              "binary_tree"]
 
 
-def _numbered_flows(fabric_module, settling: list | None, wanted: set[int] | None = None
-                    ) -> dict[int, object]:
-    """Make the fabric build flows that carry their creation number (the same in every
-    run, since runs are deterministic). With ``settling`` (a one-item list holding the
-    entry of the settle in progress, or None), record there the detachments a settle
-    makes; with ``wanted``, keep those flows by number (and no others, so that a replay
-    holds no more flows alive than the real run)."""
+def _numbered(base: type, wanted: set[int] | None = None) -> tuple[type, dict[int, object]]:
+    """A subclass of the flow class ``base`` whose flows carry their creation number (the
+    same in every run, since runs are deterministic); with ``wanted``, the flows of those
+    numbers are kept by number (and no others, so that a replay holds no more flows alive
+    than the real run)."""
     kept: dict[int, object] = {}
     count = [0]
-    base = fabric_module.Flow
-    slot = base.attached  # the slot's descriptor, wrapped by the property below
 
     class NumberedFlow(base):
         __slots__ = ("number",)
@@ -58,82 +60,44 @@ def _numbered_flows(fabric_module, settling: list | None, wanted: set[int] | Non
             if wanted is not None and number in wanted:
                 kept[number] = self
 
-        if settling is not None:
-            @property
-            def attached(self) -> bool:
-                return slot.__get__(self)
-
-            @attached.setter
-            def attached(self, value: bool) -> None:
-                if not value and settling[0] is not None and slot.__get__(self):
-                    settling[0][0].append(self.number)
-                slot.__set__(self, value)
-
-    fabric_module.Flow = NumberedFlow
-    return kept
+    return NumberedFlow, kept
 
 
-def measure(family: str, p: int) -> dict:
-    """The real run's CPU seconds, then the replay's, for one family at p ranks (the fabric
-    is restored afterwards)."""
-    import collsim.engine.fabric as fabric_module
+def recording_fabric(journal: list[tuple[list, list]]) -> type[Fabric]:
+    """A fabric that appends to ``journal``, for every settle, the numbers of the flows it
+    detached and the new states of those it rescheduled."""
+    numbered, _ = _numbered(Fabric.flow_class)
 
-    Fabric = fabric_module.Fabric
-    saved = Fabric._settle, Fabric._schedule_flows, fabric_module.Flow
-    try:
-        return _measure(family, p)
-    finally:
-        Fabric._settle, Fabric._schedule_flows, fabric_module.Flow = saved
+    class RecordingFabric(Fabric):
+        flow_class = numbered
+        entry: tuple[list, list] | None = None  # the settle in progress
+
+        def settle(self) -> None:
+            self.entry = ([], [])
+            journal.append(self.entry)
+            super().settle()
+            self.entry = None
+
+        def unlink(self, flow) -> None:
+            if self.entry is not None:
+                self.entry[0].append(flow.number)
+            super().unlink(flow)
+
+        def schedule(self, flows, now: float) -> None:
+            flows = list(flows)
+            if self.entry is not None:
+                self.entry[1].extend((f.number, f.rate, f.drain_at, f.outlasted, f.since,
+                                      f.left) for f in flows)
+            super().schedule(flows, now)
+
+    return RecordingFabric
 
 
-def _measure(family: str, p: int) -> dict:
-    from algorithms import case
-
-    import collsim.engine.fabric as fabric_module
-    from collsim.engine.timing import TimingEngine
-
-    Fabric = fabric_module.Fabric
-    settle, schedule = Fabric._settle, Fabric._schedule_flows
-    original_flow = fabric_module.Flow
-
-    def timed_run() -> tuple[object, float]:
-        topology, gpus, job, algorithm = case(family, p)
-        engine = TimingEngine(topology, gpus, job, algorithm.program)
-        start = time.process_time()
-        run = engine.run()
-        return run, time.process_time() - start
-
-    # The recording run (first, so that both timed runs find the process warm):
-    # each settle's (detached, rescheduled states).
-    journal: list[tuple[list, list]] = []
-    settling: list = [None]  # the entry of the settle in progress
-    _numbered_flows(fabric_module, settling)
-
-    def recording_settle(self, _=None):
-        settling[0] = ([], [])
-        journal.append(settling[0])
-        settle(self, _)
-        settling[0] = None
-
-    def recording_schedule(self, flows, now):
-        flows = list(flows)
-        if settling[0] is not None:
-            settling[0][1].extend((f.number, f.rate, f.drain_at, f.outlasted, f.since, f.left)
-                                  for f in flows)
-        schedule(self, flows, now)
-
-    Fabric._settle, Fabric._schedule_flows = recording_settle, recording_schedule
-    topology, gpus, job, algorithm = case(family, p)
-    recorded = TimingEngine(topology, gpus, job, algorithm.program).run()
-    Fabric._settle, Fabric._schedule_flows = settle, schedule
-    fabric_module.Flow = original_flow
-
-    real, real_cpu = timed_run()
-    if recorded.time != real.time:
-        raise RuntimeError(f"{family}: the recording run diverged")
-
-    # The replay: every settle applies what the recording run decided. A flow is kept by
-    # number from its creation to the last settle that names it.
+def replaying_fabric(journal: list[tuple[list, list]]) -> tuple[type[Fabric], Iterator]:
+    """A fabric whose settles apply what ``journal`` recorded instead of finding rates,
+    and the decisions it has not applied yet (a settle past the journal's end raises
+    StopIteration)."""
+    # A flow is kept by number from its creation to the last settle that names it.
     last_use: dict[int, int] = {}
     for index, (detached, states) in enumerate(journal):
         for number in detached:
@@ -143,32 +107,51 @@ def _measure(family: str, p: int) -> dict:
     done_after: list[list[int]] = [[] for _ in journal]
     for number, index in last_use.items():
         done_after[index].append(number)
-    created = _numbered_flows(fabric_module, None, set(last_use))
+    numbered, created = _numbered(Fabric.flow_class, set(last_use))
     decisions = iter(zip(journal, done_after, strict=True))
 
-    def replayed_settle(self, _=None):
-        self._settle_pending = False
-        self._started, self._freed = [], []
-        (detached, states), done = next(decisions)
-        for number in detached:
-            flow = created[number]
-            flow.attached = False
-            for channel in flow.channels:
-                del channel.flows[flow]
-        flows = []
-        for number, rate, drain_at, outlasted, since, left in states:
-            flow = created[number]
-            flow.rate, flow.drain_at, flow.outlasted = rate, drain_at, outlasted
-            flow.since, flow.left = since, left
-            flows.append(flow)
-        schedule(self, flows, self.env._now)
-        for number in done:
-            del created[number]
+    class ReplayingFabric(Fabric):
+        flow_class = numbered
 
-    Fabric._settle = replayed_settle
-    replay, replay_cpu = timed_run()
+        def settle(self) -> None:
+            self.take_changes()
+            (detached, states), done = next(decisions)
+            for number in detached:
+                self.unlink(created[number])
+            flows = []
+            for number, rate, drain_at, outlasted, since, left in states:
+                flow = created[number]
+                flow.rate, flow.drain_at, flow.outlasted = rate, drain_at, outlasted
+                flow.since, flow.left = since, left
+                flows.append(flow)
+            self.schedule(flows, clock(self.env))
+            for number in done:
+                del created[number]
+
+    return ReplayingFabric, decisions
+
+
+def measure(family: str, p: int) -> dict:
+    """The real run's CPU seconds, then the replay's, for one family at p ranks."""
+    from algorithms import case
+
+    def run(fabric: type[Fabric]) -> tuple[object, float]:
+        topology, gpus, job, algorithm = case(family, p)
+        engine = TimingEngine(topology, gpus, job, algorithm.program, fabric=fabric)
+        start = time.process_time()
+        result = engine.run()
+        return result, time.process_time() - start
+
+    # The recording run first, so that both timed runs find the process warm.
+    journal: list[tuple[list, list]] = []
+    recorded, _ = run(recording_fabric(journal))
+    real, real_cpu = run(Fabric)
+    if recorded.time != real.time:
+        raise RuntimeError(f"{family}: the recording run diverged")
+    replaying, remaining = replaying_fabric(journal)
+    replay, replay_cpu = run(replaying)
     if replay.time != real.time or replay.finish != real.finish \
-            or next(decisions, None) is not None:
+            or next(remaining, None) is not None:
         raise RuntimeError(f"{family}: the replay diverged ({replay.time!r} != {real.time!r})")
     return {"family": family, "p": p, "transfers": real.transfers, "settles": len(journal),
             "reschedules": sum(len(entry[1]) for entry in journal),

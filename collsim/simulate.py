@@ -8,6 +8,7 @@ from typing import Any
 
 from collsim.algorithms.registry import Algorithm, Cost, get_algorithm
 from collsim.collectives import COLLECTIVES
+from collsim.engine.costs import IDEAL, CostModel, path_costs
 from collsim.engine.timing import TimingEngine
 from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks, ring_order
@@ -100,23 +101,27 @@ def make_job(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: i
 
 
 def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
-                  params: dict[str, Any]) -> float | None:
-    """The algorithm's closed form on this machine, where its links are uniform."""
-    uniform = topology.path_parameters()
+                  params: dict[str, Any], costs: CostModel = IDEAL) -> float | None:
+    """The algorithm's closed form on this machine under the cost model, where every route
+    costs the same: the launch cost plus the form at the routes' alpha and beta, derived
+    by the functions the fabric builds its routes with."""
+    uniform = path_costs(topology, costs)
     if algorithm.cost is None or uniform is None:
         return None
     alpha, beta = uniform
-    return float(algorithm.cost(Cost(ranks, size_bytes, alpha, beta, topology.gamma, params)))
+    form = float(algorithm.cost(Cost(ranks, size_bytes, alpha, beta, topology.gamma, params)))
+    return costs.launch + form
 
 
 def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, size_bytes: int,
-             params: dict[str, Any] | None = None,
+             params: dict[str, Any] | None = None, costs: CostModel = IDEAL,
              observe: Callable[[TimingEngine], Any] | None = None) -> PointResult:
-    """Simulate one collective call and return its row of the results table. ``observe``, if
-    given, is called with the engine before it runs (a progress display watches it)."""
+    """Simulate one collective call under the cost model ``costs`` (the links' own figures
+    by default) and return its row of the results table. ``observe``, if given, is called
+    with the engine before it runs (a progress display watches it)."""
     chosen = get_algorithm(collective, algorithm)
     job, gpus = make_job(topology, chosen, ranks, size_bytes, dict(params or {}))
-    engine = TimingEngine(topology, gpus, job, chosen.program)
+    engine = TimingEngine(topology, gpus, job, chosen.program, costs)
     if observe is not None:
         observe(engine)
     run = engine.run()
@@ -127,5 +132,6 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     algbw = size_bytes / time / 1e9 if time > 0 else 0.0
     busbw = algbw * COLLECTIVES[collective].busbw_factor(ranks)
     return PointResult(topology.name, collective, algorithm, ranks, size_bytes, time, algbw,
-                       busbw, analytic_time(topology, chosen, ranks, size_bytes, job.params),
+                       busbw,
+                       analytic_time(topology, chosen, ranks, size_bytes, job.params, costs),
                        run.transfers)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import simpy
 
+from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
+from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.hardware.topology import Link, Topology
 
 
@@ -20,11 +22,12 @@ class ExplicitTopology(Topology):
         return self.routes[src, dst]
 
 
-def run_transfers(topology: Topology, transfers: list[tuple[float, int, int, float]]
+def run_transfers(topology: Topology, transfers: list[tuple[float, int, int, float]],
+                  policy: FabricPolicy = DEFAULT_POLICY, costs: CostModel = IDEAL
                   ) -> list[float]:
     """Start (time, src, dst, bytes) transfers; return each one's delivery time."""
     env = simpy.Environment()
-    fabric = Fabric(env, topology)
+    fabric = Fabric(env, topology, costs, policy)
     done = [None] * len(transfers)
 
     def starter(index, start, src, dst, size):
@@ -50,7 +53,7 @@ def fluid_max_min(links: list[tuple[float, float]], routes: dict,
     while any(t is None for t in drained):
         moving = [i for i, transfer in enumerate(transfers)
                   if drained[i] is None and transfer[0] <= now]
-        rates = _progressive_filling(links, hops, moving)
+        rates = progressive_filling([bw for _, bw in links], hops, moving)
         finish = {i: now + left[i] / rates[i] for i in moving}
         upcoming = [transfer[0] for transfer in transfers if transfer[0] > now]
         later = min(upcoming + list(finish.values()))
@@ -63,12 +66,13 @@ def fluid_max_min(links: list[tuple[float, float]], routes: dict,
     return [drained[i] + sum(links[h][0] for h in hops[i]) for i in range(len(transfers))]
 
 
-def _progressive_filling(links: list[tuple[float, float]], hops: list[tuple[int, ...]],
-                         moving: list[int]) -> dict[int, float]:
-    """Max-min fair rates: raise every unfrozen rate together until a link is full, freeze
-    the transfers on it, repeat."""
+def progressive_filling(bandwidths: list[float], hops: list[tuple[int, ...]],
+                        moving: list[int]) -> dict[int, float]:
+    """The oracle's max-min fair rates of the transfers ``moving`` (indices into ``hops``,
+    their links): raise every unfrozen rate together until a link is full, freeze the
+    transfers on it, repeat."""
     rates: dict[int, float] = {}
-    capacity = {h: links[h][1] for i in moving for h in hops[i]}
+    capacity = {h: bandwidths[h] for i in moving for h in hops[i]}
     while len(rates) < len(moving):
         users = {h: [i for i in moving if i not in rates and h in hops[i]] for h in capacity}
         share, link = min((capacity[h] / len(u), h) for h, u in users.items() if u)

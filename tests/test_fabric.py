@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collsim.engine.policy import FabricPolicy
 from collsim.hardware.topology import switch
 from tests.helpers import ExplicitTopology, fluid_max_min, run_transfers
 
@@ -119,16 +120,10 @@ def test_local_rate_updates_agree_with_recomputing_every_connected_transfer(band
     """The fabric recomputes max-min rates only as far as they change; on random links,
     routes and arrival times it must deliver every transfer when a full recomputation of
     the connected transfers would."""
-    from collsim.engine.fabric import Fabric
-
     links, routes, transfers = random_case(bandwidths, spec)
     topo = ExplicitTopology(links, routes, gpus=200)
     local = run_transfers(topo, transfers)
-    try:
-        Fabric.local_updates = False
-        reference = run_transfers(topo, transfers)
-    finally:
-        Fabric.local_updates = True
+    reference = run_transfers(topo, transfers, FabricPolicy(local_updates=False))
     for got, want in zip(local, reference, strict=True):
         assert got == pytest.approx(want, rel=1e-9)
 
@@ -143,13 +138,8 @@ def test_delivery_times_match_an_independent_fluid_max_min_simulation(bandwidths
     links, routes, transfers = random_case(bandwidths, spec)
     topo = ExplicitTopology(links, routes, gpus=200)
     want = fluid_max_min(links, routes, transfers)
-    from collsim.engine import fabric
-
-    small = fabric.SMALL_COMPONENT
-    try:
-        for fabric.SMALL_COMPONENT in (small, 1):  # whole small components; local updates
-            got = run_transfers(topo, transfers)
-            for g, w in zip(got, want, strict=True):
-                assert g == pytest.approx(w, rel=1e-9)
-    finally:
-        fabric.SMALL_COMPONENT = small
+    # Whole small components, then local updates only.
+    for policy in (FabricPolicy(), FabricPolicy(small_component=1)):
+        got = run_transfers(topo, transfers, policy)
+        for g, w in zip(got, want, strict=True):
+            assert g == pytest.approx(w, rel=1e-9)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collsim.algorithms.binomial import binomial_broadcast_steps, binomial_reduce_steps
 from collsim.algorithms.registry import register
 from collsim.program import Job, Program, Recv, Send
+from collsim.tags import TAGS
 
 
 @register(
@@ -33,5 +34,5 @@ def dissemination_barrier(rank: int, job: Job) -> Program:
 )
 def binomial_barrier(rank: int, job: Job) -> Program:
     """Tree barrier: everyone reports up a binomial tree, rank 0 releases everyone."""
-    yield from binomial_reduce_steps(rank, job, root=0, tag=0, count=0)
-    yield from binomial_broadcast_steps(rank, job, root=0, tag=1, count=0)
+    yield from binomial_reduce_steps(rank, job, root=0, tags=TAGS.phase(0), count=0)
+    yield from binomial_broadcast_steps(rank, job, root=0, tags=TAGS.phase(1), count=0)

@@ -18,14 +18,16 @@ from collsim.algorithms.order import rooted_order, rooted_position
 from collsim.algorithms.registry import Cost, register
 from collsim.algorithms.wrap import wrapped_regions
 from collsim.program import Job, Program, Recv, Send
+from collsim.tags import TAGS, Tags
 
 MST_SOURCE = "Chan et al. 2007 (MST); Thakur, Rabenseifner & Gropp 2005"
 
 
-def binomial_broadcast_steps(rank: int, job: Job, root: int | None = None, tag: int = 0,
-                             offset: int = 0, count: int | None = None) -> Program:
+def binomial_broadcast_steps(rank: int, job: Job, root: int | None = None,
+                             tags: Tags = TAGS, offset: int = 0, count: int | None = None
+                             ) -> Program:
     """Broadcast ``buf[offset:offset+count]`` from ``root`` down a binomial tree."""
-    p = job.nranks
+    p, tag = job.nranks, tags[0]
     count = job.count if count is None else count
     root = job.root if root is None else root
     order = rooted_order(job, root)
@@ -43,10 +45,10 @@ def binomial_broadcast_steps(rank: int, job: Job, root: int | None = None, tag: 
         mask >>= 1
 
 
-def binomial_reduce_steps(rank: int, job: Job, root: int | None = None, tag: int = 0,
+def binomial_reduce_steps(rank: int, job: Job, root: int | None = None, tags: Tags = TAGS,
                           offset: int = 0, count: int | None = None) -> Program:
     """Combine ``buf[offset:offset+count]`` of every rank at ``root`` up a binomial tree."""
-    p = job.nranks
+    p, tag = job.nranks, tags[0]
     count = job.count if count is None else count
     root = job.root if root is None else root
     order = rooted_order(job, root)
@@ -66,9 +68,10 @@ def _subtree_regions(job: Job, vrank: int, size: int, root: int) -> list[tuple[i
     return wrapped_regions(job.count, job.nranks, vrank + root, min(size, job.nranks - vrank))
 
 
-def binomial_gather_steps(rank: int, job: Job, root: int | None = None, tag0: int = 0
+def binomial_gather_steps(rank: int, job: Job, root: int | None = None, tags: Tags = TAGS
                           ) -> Program:
-    """Gather block r of every rank r at ``root``: each subtree's blocks travel as one run."""
+    """Gather block r of every rank r at ``root``: each subtree's blocks travel as one run
+    (two messages when the run wraps around the buffer's end)."""
     p = job.nranks
     root = job.root if root is None else root
     vrank = (rank - root) % p
@@ -76,17 +79,17 @@ def binomial_gather_steps(rank: int, job: Job, root: int | None = None, tag0: in
     while mask < p:
         if vrank & mask:
             parent = (vrank - mask + root) % p
-            yield tuple(Send(parent, tag0 + i, off, length) for i, (off, length)
+            yield tuple(Send(parent, tags[i], off, length) for i, (off, length)
                         in enumerate(_subtree_regions(job, vrank, mask, root)))
             return
         child = vrank + mask
         if child < p:
-            yield tuple(Recv((child + root) % p, tag0 + i, off, length) for i, (off, length)
+            yield tuple(Recv((child + root) % p, tags[i], off, length) for i, (off, length)
                         in enumerate(_subtree_regions(job, child, mask, root)))
         mask <<= 1
 
 
-def binomial_scatter_steps(rank: int, job: Job, root: int | None = None, tag0: int = 0
+def binomial_scatter_steps(rank: int, job: Job, root: int | None = None, tags: Tags = TAGS
                            ) -> Program:
     """Scatter the root's buffer so that rank r gets block r; halves the run at every level."""
     p = job.nranks
@@ -96,7 +99,7 @@ def binomial_scatter_steps(rank: int, job: Job, root: int | None = None, tag0: i
     while mask < p:
         if vrank & mask:
             parent = (vrank - mask + root) % p
-            yield tuple(Recv(parent, tag0 + i, off, length) for i, (off, length)
+            yield tuple(Recv(parent, tags[i], off, length) for i, (off, length)
                         in enumerate(_subtree_regions(job, vrank, mask, root)))
             break
         mask <<= 1
@@ -104,7 +107,7 @@ def binomial_scatter_steps(rank: int, job: Job, root: int | None = None, tag0: i
     while mask > 0:
         child = vrank + mask
         if child < p:
-            yield tuple(Send((child + root) % p, tag0 + i, off, length) for i, (off, length)
+            yield tuple(Send((child + root) % p, tags[i], off, length) for i, (off, length)
                         in enumerate(_subtree_regions(job, child, mask, root)))
         mask >>= 1
 
@@ -148,8 +151,8 @@ def binomial_reduce(rank: int, job: Job) -> Program:
 )
 def binomial_allreduce(rank: int, job: Job) -> Program:
     """Reduce to rank 0, then broadcast from rank 0 (the textbook MST allreduce)."""
-    yield from binomial_reduce_steps(rank, job, root=0, tag=0)
-    yield from binomial_broadcast_steps(rank, job, root=0, tag=1)
+    yield from binomial_reduce_steps(rank, job, root=0, tags=TAGS.phase(0))
+    yield from binomial_broadcast_steps(rank, job, root=0, tags=TAGS.phase(1))
 
 
 @register(
@@ -188,8 +191,8 @@ def binomial_scatter(rank: int, job: Job) -> Program:
 )
 def binomial_allgather(rank: int, job: Job) -> Program:
     """Gather at rank 0, then broadcast from it (the textbook MST allgather)."""
-    yield from binomial_gather_steps(rank, job, root=0, tag0=0)
-    yield from binomial_broadcast_steps(rank, job, root=0, tag=2)
+    yield from binomial_gather_steps(rank, job, root=0, tags=TAGS.phase(0))
+    yield from binomial_broadcast_steps(rank, job, root=0, tags=TAGS.phase(1))
 
 
 @register(
@@ -202,5 +205,5 @@ def binomial_allgather(rank: int, job: Job) -> Program:
 )
 def binomial_reducescatter(rank: int, job: Job) -> Program:
     """Reduce to rank 0, then scatter from it (the textbook MST reduce-scatter)."""
-    yield from binomial_reduce_steps(rank, job, root=0, tag=0)
-    yield from binomial_scatter_steps(rank, job, root=0, tag0=1)
+    yield from binomial_reduce_steps(rank, job, root=0, tags=TAGS.phase(0))
+    yield from binomial_scatter_steps(rank, job, root=0, tags=TAGS.phase(1))

@@ -14,11 +14,12 @@ from collsim.algorithms.chunks import chunk_count, chunk_region, cost_chunks
 from collsim.algorithms.order import rooted_order
 from collsim.algorithms.registry import Cost, register
 from collsim.program import Job, Op, Program, Recv, Send
+from collsim.tags import TAGS, Tags
 
 CHAIN_SOURCE = "Thakur, Rabenseifner & Gropp 2005; Pješivac-Grbović et al. 2007 (pipeline)"
 
 
-def chain_steps(rank: int, job: Job, chain: Sequence[int], reduce: bool, tag0: int = 0
+def chain_steps(rank: int, job: Job, chain: Sequence[int], reduce: bool, tags: Tags = TAGS
                 ) -> Program:
     """Pipeline ``buf`` down ``chain`` (a sequence of every rank); combine on the way if
     ``reduce``. Step i forwards chunk i-1 to the successor while chunk i arrives from the
@@ -30,9 +31,9 @@ def chain_steps(rank: int, job: Job, chain: Sequence[int], reduce: bool, tag0: i
     for i in range(chunks + 1):
         ops: list[Op] = []
         if succ is not None and i >= 1:
-            ops.append(Send(succ, tag0 + i - 1, *chunk_region(0, job.count, chunks, i - 1)))
+            ops.append(Send(succ, tags[i - 1], *chunk_region(0, job.count, chunks, i - 1)))
         if prev is not None and i < chunks:
-            ops.append(Recv(prev, tag0 + i, *chunk_region(0, job.count, chunks, i),
+            ops.append(Recv(prev, tags[i], *chunk_region(0, job.count, chunks, i),
                             reduce=reduce))
         if ops:
             yield tuple(ops)

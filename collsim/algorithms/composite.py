@@ -7,6 +7,7 @@ from collsim.algorithms.binomial import binomial_gather_steps, binomial_scatter_
 from collsim.algorithms.registry import register
 from collsim.algorithms.ring import ring_allgather_steps, ring_reducescatter_steps
 from collsim.program import Job, Program
+from collsim.tags import TAGS
 
 
 @register(
@@ -20,8 +21,8 @@ from collsim.program import Job, Program
 def scatter_allgather_broadcast(rank: int, job: Job) -> Program:
     """Van de Geijn broadcast. A rank that finishes the scatter early waits at its first ring
     step for its neighbours, so every rank ends (p-1) ring steps after the root's scatter."""
-    yield from binomial_scatter_steps(rank, job, tag0=0)
-    yield from ring_allgather_steps(rank, job, tag0=2)
+    yield from binomial_scatter_steps(rank, job, tags=TAGS.phase(0))
+    yield from ring_allgather_steps(rank, job, TAGS.phase(1))
 
 
 @register(
@@ -35,5 +36,5 @@ def scatter_allgather_broadcast(rank: int, job: Job) -> Program:
 )
 def reducescatter_gather_reduce(rank: int, job: Job) -> Program:
     """Rabenseifner-style reduce with a ring reduce-scatter (every rank ends it at once)."""
-    yield from ring_reducescatter_steps(rank, job, tag0=0)
-    yield from binomial_gather_steps(rank, job, tag0=job.nranks)
+    yield from ring_reducescatter_steps(rank, job, TAGS.phase(0))
+    yield from binomial_gather_steps(rank, job, tags=TAGS.phase(1))

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from collsim.algorithms.registry import register
 from collsim.program import Copy, Job, Program, Recv, Send, block
+from collsim.tags import TAGS
+
+# The two phases of the allreduces, each in its own tag space.
+GATHER, SPREAD = (tags[0] for tags in TAGS.phases(2))
 
 DIRECT_SOURCE = "Thakur, Rabenseifner & Gropp 2005 (every send and receive posted at once)"
 
@@ -31,10 +35,10 @@ def direct_allreduce(rank: int, job: Job) -> Program:
     if not others:
         return
     mine = block(n, p, rank)
-    yield tuple([Send(q, 0, *block(n, p, q)) for q in others]
-                + [Recv(q, 0, *mine, reduce=True) for q in others])
-    yield tuple([Send(q, 1, *mine) for q in others]
-                + [Recv(q, 1, *block(n, p, q)) for q in others])
+    yield tuple([Send(q, GATHER, *block(n, p, q)) for q in others]
+                + [Recv(q, GATHER, *mine, reduce=True) for q in others])
+    yield tuple([Send(q, SPREAD, *mine) for q in others]
+                + [Recv(q, SPREAD, *block(n, p, q)) for q in others])
 
 
 @register(
@@ -51,11 +55,11 @@ def parameter_server_allreduce(rank: int, job: Job) -> Program:
     if p == 1:
         return
     if rank == 0:
-        yield tuple(Recv(q, 0, 0, n, reduce=True) for q in range(1, p))
-        yield tuple(Send(q, 1, 0, n) for q in range(1, p))
+        yield tuple(Recv(q, GATHER, 0, n, reduce=True) for q in range(1, p))
+        yield tuple(Send(q, SPREAD, 0, n) for q in range(1, p))
     else:
-        yield Send(0, 0, 0, n)
-        yield Recv(0, 1, 0, n)
+        yield Send(0, GATHER, 0, n)
+        yield Recv(0, SPREAD, 0, n)
 
 
 @register(

@@ -18,12 +18,11 @@ from collsim.algorithms.heap_tree import HeapTree
 from collsim.algorithms.order import ring_position
 from collsim.algorithms.registry import Cost, register
 from collsim.program import Job, Op, Program, Recv, Send, block
+from collsim.tags import TAGS
 
-UP, DOWN = 0, 1
-
-
-def _tag(tree: int, direction: int, chunk: int) -> int:
-    return (chunk * 2 + tree) * 2 + direction
+# Each tree's way up and way down in its own tag space; a message is tagged by its chunk.
+UP = TAGS.phase(0), TAGS.phase(1)      # tree 0, tree 1
+DOWN = TAGS.phase(2), TAGS.phase(3)
 
 
 class _Role:
@@ -59,21 +58,22 @@ class _Role:
         A kind moves chunk ``tick - first`` at a tick, so a tick holds at most one chunk of
         each kind.
         """
-        tree, parent, children = self.tree, self.parent, self.children
+        parent, children = self.parent, self.children
+        up, down = UP[self.tree], DOWN[self.tree]
         chunks = list(enumerate(self.regions))
         turn = self.top + self.depth  # the tick at which chunk 0 goes back down from here
         kinds = []
         if children:
             kinds.append((self.height - 1, [
-                [Recv(child, _tag(tree, UP, i), *region, reduce=True) for child in children]
+                [Recv(child, up[i], *region, reduce=True) for child in children]
                 for i, region in chunks]))
         if parent is not None:
-            kinds.append((self.send_up, [[Send(parent, _tag(tree, UP, i), *region)]
+            kinds.append((self.send_up, [[Send(parent, up[i], *region)]
                                          for i, region in chunks]))
-            kinds.append((turn - 1, [[Recv(parent, _tag(tree, DOWN, i), *region)]
+            kinds.append((turn - 1, [[Recv(parent, down[i], *region)]
                                      for i, region in chunks]))
         if children:
-            kinds.append((turn, [[Send(child, _tag(tree, DOWN, i), *region) for child in children]
+            kinds.append((turn, [[Send(child, down[i], *region) for child in children]
                                  for i, region in chunks]))
         return kinds
 

@@ -29,9 +29,9 @@ from collsim.algorithms.registry import Cost, register
 from collsim.algorithms.ring import ring_allgather_steps, ring_allreduce, ring_reducescatter_steps
 from collsim.errors import InputError
 from collsim.program import Job, Op, Program, Recv, Send, Step, block
+from collsim.tags import TAGS, Tags
 
 Regions = list[tuple[int, int]]
-PHASE = 1 << 24  # tag space of each phase, so phases never match each other's messages
 
 
 @functools.lru_cache(maxsize=16)
@@ -88,37 +88,37 @@ def _merge(regions: Regions) -> Regions:
 
 
 def ring_reducescatter_sets(rank: int, members: Sequence[int], owned: dict[int, Regions],
-                            tag0: int) -> Program:
+                            tags: Tags) -> Program:
     """Ring reduce-scatter among ``members`` (in ring order) after which each member holds
     its ``owned`` regions combined over all members."""
     m = len(members)
     pos = members.index(rank)
     right, left = members[(pos + 1) % m], members[(pos - 1) % m]
-    for step in range(m - 1):
+    for step, tag in enumerate(tags.range(m - 1)):
         out = owned[members[(pos - step - 1) % m]]
         into = owned[members[(pos - step - 2) % m]]
-        yield (tuple(Send(right, tag0 + step, o, c) for o, c in out)
-               + tuple(Recv(left, tag0 + step, o, c, reduce=True) for o, c in into))
+        yield (tuple(Send(right, tag, o, c) for o, c in out)
+               + tuple(Recv(left, tag, o, c, reduce=True) for o, c in into))
 
 
 def ring_allgather_sets(rank: int, members: Sequence[int], owned: dict[int, Regions],
-                        tag0: int) -> Program:
+                        tags: Tags) -> Program:
     """Ring allgather among ``members`` (in ring order) of each member's ``owned`` regions."""
     m = len(members)
     pos = members.index(rank)
     right, left = members[(pos + 1) % m], members[(pos - 1) % m]
-    for step in range(m - 1):
+    for step, tag in enumerate(tags.range(m - 1)):
         out = owned[members[(pos - step) % m]]
         into = owned[members[(pos - step - 1) % m]]
-        yield (tuple(Send(right, tag0 + step, o, c) for o, c in out)
-               + tuple(Recv(left, tag0 + step, o, c) for o, c in into))
+        yield (tuple(Send(right, tag, o, c) for o, c in out)
+               + tuple(Recv(left, tag, o, c) for o, c in into))
 
 
-def _relabel(steps: Iterator[Step], members: Sequence[int], tag0: int) -> Program:
+def _relabel(steps: Iterator[Step], members: Sequence[int]) -> Program:
     """Steps written for ranks 0..len(members)-1 as steps of the real ranks ``members``."""
     def one(op: Op) -> Op:
         if isinstance(op, (Send, Recv)):
-            return replace(op, peer=members[op.peer], tag=tag0 + op.tag)
+            return replace(op, peer=members[op.peer])
         return op
 
     for step in steps:
@@ -126,21 +126,23 @@ def _relabel(steps: Iterator[Step], members: Sequence[int], tag0: int) -> Progra
 
 
 def _rail_allreduce(rank: int, rail: Sequence[int], offset: int, count: int, inter: str,
-                    tag0: int) -> Program:
+                    tags: Tags) -> Program:
     """Allreduce of ``buf[offset:offset+count]`` among the ranks of one rail."""
     n = len(rail)
+    reduce_tags, spread_tags = tags.phases(2)
     if inter == "tree":
         sub = Job("allreduce", n, count)
         me = rail.index(rank)
-        yield from _relabel(binomial_reduce_steps(me, sub, 0, 0, offset, count), rail, tag0)
-        yield from _relabel(binomial_broadcast_steps(me, sub, 0, 1, offset, count), rail, tag0)
+        yield from _relabel(binomial_reduce_steps(me, sub, 0, reduce_tags, offset, count), rail)
+        yield from _relabel(binomial_broadcast_steps(me, sub, 0, spread_tags, offset, count),
+                            rail)
         return
     parts = {}
     for k, r in enumerate(rail):
         o, c = block(count, n, k)
         parts[r] = [(offset + o, c)]
-    yield from ring_reducescatter_sets(rank, rail, parts, tag0)
-    yield from ring_allgather_sets(rank, rail, parts, tag0 + n)
+    yield from ring_reducescatter_sets(rank, rail, parts, reduce_tags)
+    yield from ring_allgather_sets(rank, rail, parts, spread_tags)
 
 
 def _inter(job: Job) -> str:
@@ -186,11 +188,12 @@ def _allreduce(rank: int, job: Job, groups: tuple[tuple[int, ...], ...], inter: 
     local = _local_ring(job, groups, k)
     size = len(groups[k])
     owned = {r: [block(job.count, size, j)] for j, r in enumerate(groups[k])}
-    yield from ring_reducescatter_sets(rank, local, owned, 0)
+    node_reduce, across, node_spread = TAGS.phases(3)
+    yield from ring_reducescatter_sets(rank, local, owned, node_reduce)
     rail = [g[i] for g in groups]
     offset, count = block(job.count, size, i)
-    yield from _rail_allreduce(rank, rail, offset, count, inter, PHASE)
-    yield from ring_allgather_sets(rank, local, owned, 2 * PHASE)
+    yield from _rail_allreduce(rank, rail, offset, count, inter, across)
+    yield from ring_allgather_sets(rank, local, owned, node_spread)
 
 
 def _rail_blocks(job: Job, groups: Sequence[Sequence[int]], index: int) -> Regions:
@@ -219,11 +222,12 @@ def hierarchical_allgather(rank: int, job: Job) -> Program:
 def _allgather(rank: int, job: Job, groups: tuple[tuple[int, ...], ...]) -> Program:
     k, i = _where(groups, rank)
     rail = [g[i] for g in groups]
+    across, within = TAGS.phases(2)
     yield from ring_allgather_sets(
-        rank, rail, {r: [block(job.count, job.nranks, r)] for r in rail}, 0)
+        rank, rail, {r: [block(job.count, job.nranks, r)] for r in rail}, across)
     local = _local_ring(job, groups, k)
     owned = {r: _rail_blocks(job, groups, j) for j, r in enumerate(groups[k])}
-    yield from ring_allgather_sets(rank, local, owned, PHASE)
+    yield from ring_allgather_sets(rank, local, owned, within)
 
 
 @register(
@@ -244,7 +248,8 @@ def _reducescatter(rank: int, job: Job, groups: tuple[tuple[int, ...], ...]) -> 
     k, i = _where(groups, rank)
     local = _local_ring(job, groups, k)
     owned = {r: _rail_blocks(job, groups, j) for j, r in enumerate(groups[k])}
-    yield from ring_reducescatter_sets(rank, local, owned, 0)
+    within, across = TAGS.phases(2)
+    yield from ring_reducescatter_sets(rank, local, owned, within)
     rail = [g[i] for g in groups]
     yield from ring_reducescatter_sets(
-        rank, rail, {r: [block(job.count, job.nranks, r)] for r in rail}, PHASE)
+        rank, rail, {r: [block(job.count, job.nranks, r)] for r in rail}, across)

@@ -17,9 +17,12 @@ from collections.abc import Callable
 from collsim.algorithms.fold import Fold
 from collsim.algorithms.registry import Cost, register
 from collsim.program import Job, Program, Recv, Send, block
+from collsim.tags import TAGS
 
 RD_SOURCE = "Thakur, Rabenseifner & Gropp 2005; MPICH (fold-in for other p)"
-PRE, POST, ROUND = 0, 1, 2
+# The parts of these algorithms, each in its own tag space; a round's messages are tagged
+# by the round's number.
+FOLD_IN, FOLD_OUT, HALVING, DOUBLING = TAGS.phases(4)
 # region(first, number): the buffer region of the blocks newranks first..first+number-1 hold
 Region = Callable[[int, int], tuple[int, int]]
 
@@ -37,18 +40,18 @@ def fold_in_steps(rank: int, fold: Fold, offset: int, count: int, reduce: bool) 
     odd rank (combining it there if ``reduce``)."""
     if rank < 2 * fold.rem:
         if rank % 2 == 0:
-            yield Send(rank + 1, PRE, offset, count)
+            yield Send(rank + 1, FOLD_IN[0], offset, count)
         else:
-            yield Recv(rank - 1, PRE, offset, count, reduce=reduce)
+            yield Recv(rank - 1, FOLD_IN[0], offset, count, reduce=reduce)
 
 
 def fold_out_steps(rank: int, fold: Fold, offset: int, count: int) -> Program:
     """The step after the rounds: the odd rank of each folded pair hands the region back."""
     if rank < 2 * fold.rem:
         if rank % 2:
-            yield Send(rank - 1, POST, offset, count)
+            yield Send(rank - 1, FOLD_OUT[0], offset, count)
         else:
-            yield Recv(rank + 1, POST, offset, count)
+            yield Recv(rank + 1, FOLD_OUT[0], offset, count)
 
 
 def halving_steps(fold: Fold, newrank: int, region: Region, reduce: bool = True) -> Program:
@@ -61,13 +64,13 @@ def halving_steps(fold: Fold, newrank: int, region: Region, reduce: bool = True)
         keep = newrank & ~(distance - 1)
         give = partner & ~(distance - 1)
         peer = fold.oldrank(partner)
-        yield (Send(peer, ROUND + rnd, *region(give, distance)),
-               Recv(peer, ROUND + rnd, *region(keep, distance), reduce=reduce))
+        yield (Send(peer, HALVING[rnd], *region(give, distance)),
+               Recv(peer, HALVING[rnd], *region(keep, distance), reduce=reduce))
         distance //= 2
         rnd += 1
 
 
-def doubling_steps(fold: Fold, newrank: int, region: Region, tag0: int = ROUND) -> Program:
+def doubling_steps(fold: Fold, newrank: int, region: Region) -> Program:
     """Recursive doubling allgather over the folded ranks: at distance d each rank swaps the
     blocks of its group of d ranks with its partner's group."""
     distance, rnd = 1, 0
@@ -76,8 +79,8 @@ def doubling_steps(fold: Fold, newrank: int, region: Region, tag0: int = ROUND) 
         mine = newrank & ~(distance - 1)
         theirs = partner & ~(distance - 1)
         peer = fold.oldrank(partner)
-        yield (Send(peer, tag0 + rnd, *region(mine, distance)),
-               Recv(peer, tag0 + rnd, *region(theirs, distance)))
+        yield (Send(peer, DOUBLING[rnd], *region(mine, distance)),
+               Recv(peer, DOUBLING[rnd], *region(theirs, distance)))
         distance *= 2
         rnd += 1
 
@@ -104,7 +107,8 @@ def recursive_doubling_allreduce(rank: int, job: Job) -> Program:
         distance, rnd = 1, 0
         while distance < fold.pof2:
             peer = fold.oldrank(newrank ^ distance)
-            yield (Send(peer, ROUND + rnd, 0, n), Recv(peer, ROUND + rnd, 0, n, reduce=True))
+            yield (Send(peer, DOUBLING[rnd], 0, n),
+                   Recv(peer, DOUBLING[rnd], 0, n, reduce=True))
             distance *= 2
             rnd += 1
     yield from fold_out_steps(rank, fold, 0, n)
@@ -133,7 +137,7 @@ def halving_doubling_allreduce(rank: int, job: Job) -> Program:
     if newrank is not None:
         region = _block_runs(n, fold.pof2, lambda first: first)
         yield from halving_steps(fold, newrank, region)
-        yield from doubling_steps(fold, newrank, region, tag0=ROUND + 64)
+        yield from doubling_steps(fold, newrank, region)
     yield from fold_out_steps(rank, fold, 0, n)
 
 

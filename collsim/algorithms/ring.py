@@ -9,6 +9,7 @@ from __future__ import annotations
 from collsim.algorithms.order import ring_position
 from collsim.algorithms.registry import Cost, register
 from collsim.program import Job, Program, Recv, Send, block
+from collsim.tags import TAGS, Tags
 
 RING_SOURCE = "Chan et al. 2007 (bucket); Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009"
 
@@ -19,27 +20,27 @@ def _neighbours(rank: int, job: Job) -> tuple[tuple[int, ...], int, int, int]:
     return ring, pos, ring[(pos + 1) % job.nranks], ring[(pos - 1) % job.nranks]
 
 
-def ring_reducescatter_steps(rank: int, job: Job, tag0: int = 0) -> Program:
+def ring_reducescatter_steps(rank: int, job: Job, tags: Tags = TAGS) -> Program:
     """p-1 steps after which rank r holds block r of ``buf`` combined over every rank."""
     p, n = job.nranks, job.count
     ring, pos, right, left = _neighbours(rank, job)
     out_off, out_len = block(n, p, ring[(pos - 1) % p])
-    for step in range(p - 1):
+    for step, tag in enumerate(tags.range(p - 1)):
         in_off, in_len = block(n, p, ring[(pos - step - 2) % p])
-        yield (Send(right, tag0 + step, out_off, out_len),
-               Recv(left, tag0 + step, in_off, in_len, reduce=True))
+        yield (Send(right, tag, out_off, out_len),
+               Recv(left, tag, in_off, in_len, reduce=True))
         out_off, out_len = in_off, in_len  # what arrived is what goes on next
 
 
-def ring_allgather_steps(rank: int, job: Job, tag0: int = 0) -> Program:
+def ring_allgather_steps(rank: int, job: Job, tags: Tags = TAGS) -> Program:
     """p-1 steps that pass blocks around the ring until every rank holds every block."""
     p, n = job.nranks, job.count
     ring, pos, right, left = _neighbours(rank, job)
     out_off, out_len = block(n, p, ring[pos])
-    for step in range(p - 1):
+    for step, tag in enumerate(tags.range(p - 1)):
         in_off, in_len = block(n, p, ring[(pos - step - 1) % p])
-        yield (Send(right, tag0 + step, out_off, out_len),
-               Recv(left, tag0 + step, in_off, in_len))
+        yield (Send(right, tag, out_off, out_len),
+               Recv(left, tag, in_off, in_len))
         out_off, out_len = in_off, in_len  # what arrived is what goes on next
 
 
@@ -57,8 +58,8 @@ def _ring_allreduce_cost(c: Cost) -> float:
 )
 def ring_allreduce(rank: int, job: Job) -> Program:
     """Reduce-scatter leaves block r combined at rank r; allgather spreads the blocks."""
-    yield from ring_reducescatter_steps(rank, job)
-    yield from ring_allgather_steps(rank, job, tag0=job.nranks)
+    yield from ring_reducescatter_steps(rank, job, TAGS.phase(0))
+    yield from ring_allgather_steps(rank, job, TAGS.phase(1))
 
 
 @register(

@@ -3,12 +3,12 @@ and checks every rank's final buffers against the collective's numpy definition.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from collsim.collectives import REDUCE_OPS, expected_result, initial_buffers, inputs_for
+from collsim.engine.rendezvous import Rendezvous, bad_count, bad_peer, deadlock_message
 from collsim.errors import SimulationError
 from collsim.program import Copy, Job, ProgramFactory, Recv, Reduce, Send
 
@@ -38,13 +38,13 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
              ) -> DataRun:
     """Run every rank's program to the end on ``buffers`` (changed in place).
 
-    A message moves when its send and its receive have both been posted (rendezvous), as in
-    the timing interpreter, so a program that deadlocks there deadlocks here too.
+    A message moves when its send and its receive have both been posted, by the timing
+    interpreter's rendezvous rule, so a program that deadlocks there deadlocks here too.
     """
     ufunc = REDUCE_OPS[op]
     p = job.nranks
-    sends: dict[tuple[int, int, int], deque] = {}   # posted, unmatched: (data, heard)
-    recvs: dict[tuple[int, int, int], deque] = {}   # posted, unmatched: Recv
+    # Posted, unmatched: a send as (its data, what its rank had heard), a receive as itself.
+    rendezvous = Rendezvous()
     heard = [1 << r for r in range(p)]
     gens = [programs(r, job) for r in range(p)]
     outstanding = [0] * p
@@ -54,8 +54,7 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
     def deliver(src: int, dst: int, o: Recv, data: np.ndarray, knowledge: int) -> None:
         nonlocal messages
         if len(data) != o.count:
-            raise SimulationError(f"rank {dst}: {o} expects {o.count} elements but rank {src} "
-                                  f"sent {len(data)}")
+            raise bad_count(src, dst, o, len(data))
         region = _region(buffers[dst], o.buf, o.offset, o.count, dst, o)
         if o.reduce:
             ufunc(region, data, out=region)
@@ -92,27 +91,17 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
                      if isinstance(o, Send) else None for o in ops]
         for o, snapshot in zip(ops, snapshots, strict=True):
             if isinstance(o, (Send, Recv)):
-                if not 0 <= o.peer < p or o.peer == rank:
-                    raise SimulationError(f"rank {rank}: {o} names an invalid peer")
+                if o.peer == rank or not 0 <= o.peer < p:
+                    raise bad_peer(rank, o)
                 outstanding[rank] += 1
                 if isinstance(o, Send):
-                    key = (rank, o.peer, o.tag)
-                    queue = recvs.get(key)
-                    if queue:
-                        deliver(rank, o.peer, queue.popleft(), snapshot, knowledge)
-                        if not queue:
-                            del recvs[key]
-                    else:
-                        sends.setdefault(key, deque()).append((snapshot, knowledge))
+                    recv = rendezvous.send((rank, o.peer, o.tag), (snapshot, knowledge))
+                    if recv is not None:
+                        deliver(rank, o.peer, recv, snapshot, knowledge)
                 else:
-                    key = (o.peer, rank, o.tag)
-                    queue = sends.get(key)
-                    if queue:
-                        deliver(o.peer, rank, o, *queue.popleft())
-                        if not queue:
-                            del sends[key]
-                    else:
-                        recvs.setdefault(key, deque()).append(o)
+                    sent = rendezvous.recv((o.peer, rank, o.tag), o)
+                    if sent is not None:
+                        deliver(o.peer, rank, o, *sent)
 
     done = [False] * p
     progress = True
@@ -130,16 +119,6 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
         raise SimulationError(deadlock_message(
             stuck, {r: waiting_on[r] for r in stuck}))
     return DataRun(buffers, heard, messages)
-
-
-def deadlock_message(stuck: list[int], waits: dict[int, list]) -> str:
-    """Which ranks cannot finish and the step each is blocked in."""
-    parts = [f"rank {r} is blocked in step {', '.join(map(str, waits.get(r, [])))}"
-             for r in stuck[:6]]
-    more = f"; and {len(stuck) - 6} more ranks" if len(stuck) > 6 else ""
-    return (f"deadlock: {len(stuck)} ranks cannot finish because a send or receive has no "
-            f"partner (a message moves only once both its send and its receive are posted): "
-            f"{'; '.join(parts)}{more}")
 
 
 def check_algorithm(programs: ProgramFactory, job: Job, op: str = "sum", dtype="float64",

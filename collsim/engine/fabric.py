@@ -4,70 +4,33 @@ A transfer pays its route's latency once: its bytes leave at the rate the fabric
 and it is delivered ``latency`` after its last byte has left. While bytes are moving, every
 directed link it crosses is shared max-min fairly with the other transfers moving bytes
 over it. Alone on its route a transfer therefore takes exactly
-``sum(latency) + bytes / min(bandwidth)``.
+``latency + bytes / min(bandwidth)``. Latency and bandwidths are the cost model's
+(:mod:`collsim.engine.costs`), applied once per link and per route: under the ideal model,
+the sum of the links' latencies and their line rates.
 
 Rates are recomputed only for the transfers connected (through shared links) to one that
-started or stopped moving, and all changes at one instant are settled together. A
-transfer's last byte out is an event only when another transfer on its links is still
-moving then; otherwise it is scheduled straight for delivery. SimPy
-cannot cancel a scheduled event, so each transfer keeps a reference to its one valid event
-and a superseded event is ignored when it fires.
+started or stopped moving, and all changes at one instant are settled together; the rates
+themselves come from the max-min solver (:mod:`collsim.engine.maxmin`), and how far the
+fabric looks for them from its policy (:mod:`collsim.engine.policy`). A transfer's last byte
+out is an event only when another transfer on its links is still moving then; otherwise it
+is scheduled straight for delivery. SimPy cannot cancel a scheduled event, so each transfer
+keeps a reference to its one valid event and a superseded event is ignored when it fires.
 """
 
 from __future__ import annotations
 
-import heapq
-import sys
 from collections.abc import Callable, Iterable
 
 import simpy
-from simpy.core import NORMAL
 
+from collsim.engine.costs import IDEAL, CostModel, channel_bandwidth
+from collsim.engine.loop import BareEvent, call_later, clock
+from collsim.engine.maxmin import Channel, MaxMin
+from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.hardware.topology import Topology
 
-SAME_RATE = 1e-12  # relative difference below which two fair shares are one rate
-EPSILON = sys.float_info.epsilon  # the relative rounding of one float operation, at most
-SMALL_COMPONENT = 16  # transfers up to which a connected component is refilled whole
-LARGE_SEARCHES = 2    # searches per settle that may find large components before the rest
-                      # of that settle goes local; after as many settles in a row that found
-                      # only large ones, settles skip the search, except
-RETRY_SEARCH = 16     # one in this many, which tries again
-LOCAL_ROUNDS = 6      # rounds of growing the group before recomputing whole components
-LOCAL_GROUP = 256     # transfers in the group beyond which whole components are recomputed
-CROWDED_LINK = 8      # transfers on one link beyond which whole components are recomputed
-TOLERANCE = 1e-10  # relative slack of "full" and "fastest" when checking max-min optimality
 
-
-def call_later(env: simpy.Environment, delay: float, callback: Callable[[object], None],
-               argument: object = None) -> None:
-    """Call ``callback(argument)`` ``delay`` seconds from now: a bare event, the cheapest
-    thing SimPy schedules (no Timeout, no process)."""
-    event = simpy.Event(env)
-    event._ok = True
-    event._value = None
-    event.callbacks.append(lambda _: callback(argument))
-    env.schedule(event, NORMAL, delay)
-
-
-class Channel:
-    """The engine's view of one directed link: its bandwidth and the transfers on it."""
-
-    __slots__ = ("bandwidth", "flows", "fill", "capacity", "users", "initial", "latest")
-
-    def __init__(self, bandwidth: float) -> None:
-        self.bandwidth = bandwidth
-        self.flows: dict[Flow, None] = {}  # an insertion-ordered set, for determinism
-        # Scratch of one progressive fill (:meth:`Fabric._fill`, ``_fill_component``), valid
-        # while ``fill`` is that fill's number: capacity not yet shared out, transfers still
-        # to be given a share, how many there were at the start, and the latest drain.
-        self.fill = 0
-        self.capacity = 0.0
-        self.users = 0
-        self.initial = 0
-        self.latest = 0.0
-
-
-class Flow:
+class Flow(BareEvent):
     """One transfer's bytes in motion: a route, a rate, and when its last byte leaves.
 
     A flow is itself the SimPy event of its next milestone, scheduled again whenever its
@@ -76,14 +39,10 @@ class Flow:
     scheduled event, so an entry that fires at a time other than ``due`` is a superseded one.
     """
 
-    # SimPy's loop reads only ``callbacks``, ``_ok`` and ``_value`` of an event, so a flow
-    # is a slotted object rather than a ``simpy.Event`` with a dict: a million flows in
-    # flight (all-to-all at 1024 ranks) take a third of the memory. Defaults live on the
-    # class, since every attribute set in __init__ costs.
-    __slots__ = ("channels", "size", "latency", "on_done", "token", "callbacks", "rate",
-                 "drain_at", "due", "outlasted", "attached", "since", "left")
-    _ok = True
-    _value = None
+    # A bare event with slots rather than a ``simpy.Event`` with a dict: a million flows in
+    # flight (all-to-all at 1024 ranks) take a third of the memory.
+    __slots__ = ("channels", "size", "latency", "on_done", "token", "rate", "drain_at", "due",
+                 "outlasted", "attached", "since", "left")
 
     def __init__(self, channels: tuple[Channel, ...], size: float, latency: float,
                  on_done: Callable[[object], None], token: object, now: float) -> None:
@@ -103,12 +62,10 @@ class Flow:
         # nobody stays counted until its delivery or the next settle on its links)
 
 
-class Milestones:
+class Milestones(BareEvent):
     """The milestones of several flows due at one instant, as one SimPy event."""
 
-    __slots__ = ("flows", "callbacks")
-    _ok = True
-    _value = None
+    __slots__ = ("flows",)
 
     def __init__(self, flows: list[Flow], callbacks: list[Callable[[Milestones], None]]
                  ) -> None:
@@ -117,18 +74,25 @@ class Milestones:
 
 
 class Fabric:
-    """Moves bytes between GPUs of a topology on a SimPy environment."""
+    """Moves bytes between GPUs of a topology on a SimPy environment.
 
-    # Recompute rates only as far as they change (False: over every connected transfer, the
-    # reference the tests compare against).
-    local_updates = True
+    Extension points, for subclasses that watch or replace the rate computation
+    (``benchmarks/rate_floor.py`` records and replays it): :attr:`flow_class`, and the
+    methods :meth:`settle`, :meth:`take_changes`, :meth:`unlink` and :meth:`schedule`.
+    """
 
-    def __init__(self, env: simpy.Environment, topology: Topology) -> None:
+    flow_class: type[Flow] = Flow  # the class of the flows that transfers create
+
+    def __init__(self, env: simpy.Environment, topology: Topology, costs: CostModel = IDEAL,
+                 policy: FabricPolicy = DEFAULT_POLICY) -> None:
         self.env = env
         self.topology = topology
-        self.channels = [Channel(link.bandwidth) for link in topology.links]
-        self._latency = [link.latency for link in topology.links]
-        self._bandwidth = [link.bandwidth for link in topology.links]
+        self.costs = costs
+        self.policy = policy
+        self.solver = MaxMin()
+        self._new_flow = self.flow_class  # an instance attribute: the faster lookup
+        # The cost model is applied here and where routes are built, never per transfer.
+        self.channels = [Channel(channel_bandwidth(costs, link)) for link in topology.links]
         # Routes by src * gpus + dst: an int key needs no tuple built per transfer.
         self._gpus = topology.gpus
         self._routes: dict[int, tuple[tuple[Channel, ...], float, float]] = {}
@@ -138,24 +102,27 @@ class Fabric:
         self.holding = False  # hold transfers on idle routes until release()
         self.held: list[Flow] = []
         self.transfers = 0
-        self._fills = 0  # progressive fills so far, numbering each one's channel scratch
         self._settles = 0
         self._crowded_settles = 0  # settles in a row whose searches found only large ones
         self._flow_callbacks = [self._flow_event]  # shared: SimPy only reads the list
         self._milestone_callbacks = [self._milestones]
 
     def route(self, src: int, dst: int) -> tuple[tuple[Channel, ...], float, float]:
-        """(channels, total latency, bottleneck bandwidth) from GPU ``src`` to GPU ``dst``."""
+        """(channels, latency, bottleneck payload bandwidth) from GPU ``src`` to GPU
+        ``dst``, under the cost model."""
         key = src * self._gpus + dst
         cached = self._routes.get(key)
         if cached is None:
             hops = self.topology.route(src, dst)
-            latency, bottleneck = 0, float("inf")
-            for i in hops:
-                latency += self._latency[i]
-                if self._bandwidth[i] < bottleneck:
-                    bottleneck = self._bandwidth[i]
-            cached = (tuple([self.channels[i] for i in hops]), latency, bottleneck)
+            channels = self.channels
+            route = tuple([channels[i] for i in hops])
+            links = self.topology.links
+            latency = self.costs.latency([links[i] for i in hops])
+            bottleneck = float("inf")
+            for channel in route:
+                if channel.bandwidth < bottleneck:
+                    bottleneck = channel.bandwidth
+            cached = (route, latency, bottleneck)
             self._routes[key] = cached
         return cached
 
@@ -169,7 +136,9 @@ class Fabric:
         if size <= 0 or not channels:
             self._call_at(latency, on_done, token)
             return
-        flow = Flow(channels, size, latency, on_done, token, self.env._now)
+        env = self.env
+        now = clock(env)
+        flow = self._new_flow(channels, size, latency, on_done, token, now)
         idle = True
         for channel in channels:
             if channel.flows:
@@ -179,14 +148,12 @@ class Fabric:
             # The common case: nothing else on the route, so the bottleneck link's full
             # bandwidth, granted now. A transfer joining later, even at this same instant,
             # finds this one on its links and the two are shared from then on.
-            env = self.env
-            now = env._now
             flow.rate = bottleneck
             flow.drain_at = drain = now + size / bottleneck
-            delay = drain + latency - now  # as _schedule_flows, inlined: the hot path
+            delay = drain + latency - now  # as schedule(), inlined: the hot path
             flow.due = now + delay
             flow.callbacks = self._flow_callbacks
-            env.schedule(flow, NORMAL, delay)
+            env.schedule(flow, delay=delay)
         elif idle:
             flow.rate = bottleneck  # granted at release() if still alone then
             self.held.append(flow)
@@ -200,7 +167,7 @@ class Fabric:
         several transfers) share links from the start, instead of the first being granted
         a whole link and then regranted."""
         self.holding = False
-        now = self.env._now
+        now = clock(self.env)
         alone: list[Flow] = []
         for flow in self.held:
             for channel in flow.channels:
@@ -213,7 +180,7 @@ class Fabric:
                 flow.drain_at = now + flow.size / flow.rate
                 alone.append(flow)
         self.held.clear()
-        self._schedule_flows(alone, now)
+        self.schedule(alone, now)
 
     # -- scheduling -------------------------------------------------------------------------
 
@@ -227,9 +194,12 @@ class Fabric:
     def _request_settle(self) -> None:
         if not self._settle_pending:
             self._settle_pending = True
-            call_later(self.env, 0, self._settle)
+            call_later(self.env, 0, self._settle_now)
 
-    def _schedule_flows(self, flows: Iterable[Flow], now: float) -> None:
+    def _settle_now(self, _: object) -> None:
+        self.settle()
+
+    def schedule(self, flows: Iterable[Flow], now: float) -> None:
         """Schedule each flow's next milestone: when its last byte leaves if it is outlasted
         (the others speed up then), else directly its delivery.
 
@@ -253,9 +223,9 @@ class Fabric:
             if len(due_then) == 1:
                 flow = due_then[0]
                 flow.callbacks = callbacks
-                env.schedule(flow, NORMAL, delay)
+                env.schedule(flow, delay=delay)
             else:
-                env.schedule(Milestones(due_then, self._milestone_callbacks), NORMAL, delay)
+                env.schedule(Milestones(due_then, self._milestone_callbacks), delay=delay)
 
     def _milestones(self, milestones: Milestones) -> None:
         flow_event = self._flow_event
@@ -265,7 +235,7 @@ class Fabric:
     def _flow_event(self, flow: Flow) -> None:
         flow.callbacks = self._flow_callbacks  # SimPy cleared them; a later entry may be valid
         env = self.env
-        now = env._now
+        now = clock(env)
         if flow.due != now:
             return  # superseded by a later rate change
         if flow.outlasted:
@@ -276,7 +246,7 @@ class Fabric:
                 self._detach(flow)
             if flow.latency > 0:
                 flow.due = now + flow.latency
-                env.schedule(flow, NORMAL, flow.latency)
+                env.schedule(flow, delay=flow.latency)
                 return
         elif flow.attached:
             # Nobody on its links outlasts it: leaving frees nobody.
@@ -286,9 +256,8 @@ class Fabric:
         flow.due = -1.0
         flow.on_done(flow.token)
 
-    @staticmethod
-    def _unlink(flow: Flow) -> None:
-        """Stop counting ``flow`` on its links (its last byte has left)."""
+    def unlink(self, flow: Flow) -> None:
+        """Stop counting ``flow`` on its links during a settle (its last byte has left)."""
         flow.attached = False
         for channel in flow.channels:
             del channel.flows[flow]
@@ -305,18 +274,25 @@ class Fabric:
 
     # -- rates ------------------------------------------------------------------------------
 
-    def _settle(self, _: object = None) -> None:
-        """Grant rates to transfers that started, and to those next to ones that stopped."""
+    def take_changes(self) -> tuple[list[Flow], list[Channel]]:
+        """The transfers that started sharing and the links that freed up since the last
+        settle, handed over once: a settle must grant their rates."""
         self._settle_pending = False
-        now = self.env._now
-        group: dict[Flow, None] = dict.fromkeys(f for f in self._started if f.attached)
-        self._started = []
+        started, self._started = self._started, []
         freed, self._freed = self._freed, []
+        return started, freed
+
+    def settle(self) -> None:
+        """Grant rates to transfers that started, and to those next to ones that stopped
+        (once per instant with changes, after everything else at that instant)."""
+        started, freed = self.take_changes()
+        now = clock(self.env)
+        group: dict[Flow, None] = dict.fromkeys(f for f in started if f.attached)
         for channel in freed:
             group.update(dict.fromkeys(channel.flows))
         if not group:
             return
-        if self.local_updates:
+        if self.policy.local_updates:
             self._regrant(group, now)
         else:
             self._regrant_components(group, now)
@@ -329,7 +305,7 @@ class Fabric:
                 component = self._component(flow, now)
                 done.update(component)
                 if component:
-                    self._apply(component, self._fill(component), now, closed=True)
+                    self._apply(component, self.solver.fill(component), now, closed=True)
 
     def _regrant(self, group: dict[Flow, None], now: float) -> None:
         """Max-min rates after a change: small components whole, the rest locally."""
@@ -339,13 +315,15 @@ class Fabric:
         # After settles that found only large components (a full pipeline, where every
         # port is shared), most searches would fail too: skip them, trying again now and
         # then. Either way the rates are the same; only the cost differs.
+        policy = self.policy
         self._settles += 1
-        search = self._crowded_settles < LARGE_SEARCHES or not self._settles % RETRY_SEARCH
+        search = self._crowded_settles < policy.large_searches \
+            or not self._settles % policy.retry_search
         failures = searched = refills = 0
         for flow in group:
             if not flow.attached or flow in done:
                 continue
-            if not search or flow in crowded or failures >= LARGE_SEARCHES:
+            if not search or flow in crowded or failures >= policy.large_searches:
                 large[flow] = None
                 continue
             searched += 1
@@ -363,16 +341,16 @@ class Fabric:
             self._regrant_local(large, now)
 
     def _regrant_small(self, start: Flow, now: float) -> tuple[bool, set[Flow]]:
-        """Refill the whole component of ``start`` if it has at most SMALL_COMPONENT moving
-        transfers, else change nothing; whether it did, and the transfers it met.
+        """Refill the whole component of ``start`` if it has at most the policy's
+        ``small_component`` moving transfers, else change nothing; whether it did, and the
+        transfers it met.
 
         Drained transfers met on the way are detached only once the component is known to
         be small, since its refill is what speeds up their neighbours. The channels met are
-        marked with a new fill number, so that :meth:`_fill_component` can use their
-        scratch.
+        marked with a fresh mark, so that each is listed once.
         """
-        self._fills += 1
-        fill = self._fills
+        fill = self.solver.mark()
+        small = self.policy.small_component
         flows = [start]
         seen = {start}
         drained: list[Flow] = []
@@ -382,10 +360,11 @@ class Fabric:
                 if channel.fill == fill:
                     continue
                 members = channel.flows
-                if len(members) > SMALL_COMPONENT:
+                if len(members) > small:
                     seen.update(members)  # all of them are in this large component
                     return False, seen
                 channel.fill = fill
+                channel.latest = 0.0
                 channels.append(channel)
                 if len(members) == 1:
                     continue  # only ``flow`` itself
@@ -396,12 +375,12 @@ class Fabric:
                             drained.append(other)
                         else:
                             flows.append(other)
-            if len(flows) > SMALL_COMPONENT:
+            if len(flows) > small:
                 return False, seen
         if 0 <= start.drain_at <= now:
             drained.append(flows.pop(0))
         for flow in drained:
-            self._unlink(flow)
+            self.unlink(flow)
         if len(flows) == 1:
             self._grant_alone(flows[0], now)
         elif flows:
@@ -427,44 +406,20 @@ class Fabric:
         flow.drain_at = now + self._left(flow, now) / rate
         flow.rate = rate
         flow.outlasted = False
-        self._schedule_flows((flow,), now)
+        self.schedule((flow,), now)
 
     def _fill_component(self, flows: list[Flow], channels: list[Channel], now: float) -> None:
-        """Max-min rates for a whole small component by progressive filling, scanning for
-        the tightest link (at this size cheaper than :meth:`_fill`'s heap); a transfer's new
-        drain time is set as it is frozen. ``channels`` are the component's links, with
-        their scratch marked by the current fill number."""
-        for channel in channels:
-            channel.capacity = channel.bandwidth
-            channel.users = len(channel.flows)
-            channel.latest = 0.0
-        frozen: set[Flow] = set()
+        """Max-min rates for a whole small component (``channels``: its links, each once);
+        a transfer's new drain time is set in the order the solver froze them."""
+        left = self._left
         changed: list[Flow] = []
-        level = 0.0
-        count = len(flows)
-        while len(frozen) < count:
-            share = float("inf")
-            tightest = channels[0]
-            for channel in channels:
-                left = channel.users
-                if left and channel.capacity < share * left:
-                    share = channel.capacity / left
-                    tightest = channel
-            if abs(share - level) <= level * SAME_RATE:
-                share = level
-            level = share
-            for flow in tightest.flows:
-                if flow in frozen:
-                    continue
-                frozen.add(flow)
-                for channel in flow.channels:
-                    channel.capacity -= share
-                    channel.users -= 1
-                if flow.drain_at < 0 or share != flow.rate:
-                    flow.drain_at = now + self._left(flow, now) / share
-                    flow.rate = share
-                    changed.append(flow)
-        # A transfer is outlasted if another on one of its links drains later.
+        for flow, share in self.solver.fill_small(flows, channels).items():
+            if flow.drain_at < 0 or share != flow.rate:
+                flow.drain_at = now + left(flow, now) / share
+                flow.rate = share
+                changed.append(flow)
+        # A transfer is outlasted if another on one of its links drains later (each
+        # channel's ``latest`` was reset when the component was found).
         first = last = flows[0].drain_at
         for flow in flows:
             drain = flow.drain_at
@@ -488,7 +443,7 @@ class Fabric:
                 flow.outlasted = outlasted
                 if flow not in changed:
                     changed.append(flow)
-        self._schedule_flows(changed, now)
+        self.schedule(changed, now)
 
     def _regrant_local(self, group: dict[Flow, None], now: float) -> None:
         """Max-min rates after a change, recomputed only as far as they change.
@@ -498,21 +453,25 @@ class Fabric:
         the group or beside it, still has a bottleneck: a full link on which no transfer
         goes faster. Transfers failing that join the group and it is filled again.
         """
+        policy, solver = self.policy, self.solver
         departures_only = all(flow.drain_at >= 0 for flow in group)
-        for _ in range(LOCAL_ROUNDS):
-            if len(group) > LOCAL_GROUP or any(len(channel.flows) > CROWDED_LINK
-                                               for flow in group for channel in flow.channels):
+        for _ in range(policy.local_rounds):
+            if len(group) > policy.local_group or any(
+                    len(channel.flows) > policy.crowded_link
+                    for flow in group for channel in flow.channels):
                 break
             self._drop_drained(group, now)
             if departures_only:
-                # Often every transfer beside a departure is held back elsewhere.
+                # Often every transfer beside a departure is held back elsewhere: then,
+                # after departures only, no rate changes (the transfers not beside them
+                # see the same links as before).
                 departures_only = False
-                if all(flow.drain_at >= 0 for flow in group) and self._still_fair(group):
+                if all(flow.drain_at >= 0 for flow in group) and solver.all_bottlenecked(group):
                     return
             if not group:
                 return
-            rates = self._fill(list(group), background=True)
-            joining = self._without_bottleneck(group, rates)
+            rates = solver.fill(list(group), background=True)
+            joining = solver.without_bottleneck(group, rates)
             if not joining:
                 self._apply(group, rates, now)
                 return
@@ -531,9 +490,8 @@ class Fabric:
                 group.pop(flow, None)
             elif 0 <= flow.drain_at <= now:
                 group.pop(flow, None)
-                flow.attached = False
+                self.unlink(flow)
                 for channel in flow.channels:
-                    del channel.flows[flow]
                     for other in channel.flows:
                         if other not in group:
                             group[other] = None
@@ -542,61 +500,6 @@ class Fabric:
                 for other in list(channel.flows):
                     if other not in group and 0 <= other.drain_at <= now:
                         stack.append(other)
-
-    def _still_fair(self, group: dict[Flow, None]) -> bool:
-        """Whether every transfer of ``group`` keeps a bottleneck at its current rate (then,
-        after departures only, no rate changes: the transfers not beside them see the same
-        links as before)."""
-        has_bottleneck = self._bottleneck_test({})
-        return all(has_bottleneck(flow, flow.rate) for flow in group)
-
-    def _bottleneck_test(self, rates: dict[Flow, float]) -> Callable[[Flow, float], bool]:
-        """``has_bottleneck(flow, rate)``: whether ``flow`` at ``rate`` has a full link on
-        which no transfer goes faster, every other transfer at its rate in ``rates`` or
-        else its own (each link's load is summed once)."""
-        load: dict[Channel, tuple[float, float]] = {}
-
-        def channel_state(channel: Channel) -> tuple[float, float]:
-            state = load.get(channel)
-            if state is None:
-                total = fastest = 0.0
-                for flow in channel.flows:
-                    rate = rates.get(flow, flow.rate)
-                    total += rate
-                    if rate > fastest:
-                        fastest = rate
-                state = load[channel] = (total, fastest)
-            return state
-
-        def has_bottleneck(flow: Flow, rate: float) -> bool:
-            for channel in flow.channels:
-                total, fastest = channel_state(channel)
-                if total >= channel.bandwidth * (1 - TOLERANCE) and \
-                        rate >= fastest * (1 - TOLERANCE):
-                    return True
-            return False
-
-        return has_bottleneck
-
-    def _without_bottleneck(self, group: dict[Flow, None], rates: dict[Flow, float]
-                            ) -> dict[Flow, None]:
-        """Transfers that break max-min optimality under ``rates`` (others keep theirs)."""
-        has_bottleneck = self._bottleneck_test(rates)
-        joining: dict[Flow, None] = {}
-        for flow in group:
-            rate = rates[flow]
-            if not has_bottleneck(flow, rate):
-                for channel in flow.channels:
-                    for other in channel.flows:
-                        if other not in group and other.rate > rate:
-                            joining[other] = None
-        for flow in group:
-            for channel in flow.channels:
-                for other in channel.flows:
-                    if other not in group and other not in joining \
-                            and not has_bottleneck(other, other.rate):
-                        joining[other] = None
-        return joining
 
     def _component(self, start: Flow, now: float) -> list[Flow]:
         """The moving transfers connected to ``start`` through shared links (the reference
@@ -609,7 +512,7 @@ class Fabric:
             if flow in component or not flow.attached:
                 continue
             if 0 <= flow.drain_at <= now:
-                self._unlink(flow)
+                self.unlink(flow)
                 continue
             component[flow] = None
             for channel in flow.channels:
@@ -617,73 +520,6 @@ class Fabric:
                     seen_channels.add(channel)
                     stack.extend(channel.flows)
         return list(component)
-
-    def _fill(self, flows: list[Flow], background: bool = False) -> dict[Flow, float]:
-        """Max-min fair rates for ``flows`` by progressive filling; with ``background`` the
-        other transfers on their links keep their rates and only what is left is shared.
-
-        Links wait in a heap by fair share (capacity left / transfers left). Freezing the
-        transfers of the tightest link at its share can only raise the others' shares, so a
-        popped entry whose share has since risen is pushed back with its new value.
-        """
-        members = dict.fromkeys(flows)
-        self._fills += 1
-        fill = self._fills
-        links: list[Channel] = []
-        for flow in flows:
-            for channel in flow.channels:
-                if channel.fill == fill:
-                    channel.users += 1
-                else:
-                    channel.fill = fill
-                    channel.users = 1
-                    links.append(channel)
-        for channel in links:
-            left = channel.bandwidth
-            if background:
-                for other in channel.flows:
-                    if other not in members:
-                        left -= other.rate
-            channel.capacity = left if left > 0 else 0.0
-            channel.initial = channel.users
-        shares = [c.capacity / c.users for c in links]
-        if min(shares) == max(shares):
-            # Every link offers the same fair share, so filling freezes every transfer at
-            # it (freezing one link's transfers leaves the others' shares as they were): an
-            # all-to-all's million transfers need no heap.
-            return dict.fromkeys(flows, shares[0])
-        heap = [(share, index, c)
-                for index, (share, c) in enumerate(zip(shares, links, strict=True))]
-        heapq.heapify(heap)
-        rates: dict[Flow, float] = {}
-        level = 0.0
-        while heap:
-            share, index, bottleneck = heapq.heappop(heap)
-            left = bottleneck.users
-            if not left:
-                continue
-            current = bottleneck.capacity / left
-            if current > share:
-                heapq.heappush(heap, (current, index, bottleneck))
-                continue
-            # Shares equal but for rounding become one rate, so that transfers which should
-            # finish together do (else each would be an instant of its own, each recomputing
-            # every rate: all-to-all at 256 ranks went from minutes to seconds). Each share
-            # taken from a link's capacity may round it by an ulp, so a link that has given
-            # up many shares (a port of all-to-all at 1024 ranks: a thousand) is allowed
-            # that many ulps of its bandwidth besides.
-            rounding = (bottleneck.initial - left) * bottleneck.bandwidth * EPSILON / left
-            if abs(current - level) <= level * SAME_RATE + rounding:
-                current = level
-            level = share = current
-            for flow in bottleneck.flows:
-                if flow in rates or flow not in members:
-                    continue
-                rates[flow] = share
-                for channel in flow.channels:
-                    channel.capacity -= share
-                    channel.users -= 1
-        return rates
 
     def _apply(self, group: Iterable[Flow], rates: dict[Flow, float], now: float,
                closed: bool = False) -> None:
@@ -724,4 +560,4 @@ class Fabric:
             if outlasted != flow.outlasted:
                 flow.outlasted = outlasted
                 changed[flow] = None
-        self._schedule_flows(changed, now)
+        self.schedule(changed, now)

@@ -1,7 +1,7 @@
 """The timing interpreter: every rank is a process of the SimPy simulation running its
 per-rank program on the fabric. A message starts moving when its send and its receive have
-both been posted (they match by source, destination and tag, in posting order); combining
-received data occupies the receiving GPU for ``bytes * gamma``."""
+both been posted (the rendezvous rule, :mod:`collsim.engine.rendezvous`); combining received
+data occupies the receiving GPU for ``bytes * gamma``."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ from dataclasses import dataclass
 
 import simpy
 
-from collsim.engine.data import deadlock_message
-from collsim.engine.fabric import Fabric, call_later
+from collsim.engine.costs import IDEAL, CostModel
+from collsim.engine.fabric import Fabric
+from collsim.engine.loop import call_later, clock
+from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
+from collsim.engine.rendezvous import Rendezvous, bad_count, bad_peer, deadlock_message
 from collsim.errors import SimulationError
 from collsim.hardware.topology import Topology
 from collsim.program import Copy, Job, ProgramFactory, Recv, Reduce, Send
@@ -46,12 +49,17 @@ class TimingRun:
 
 
 class TimingEngine:
-    """Runs ``programs`` for ``job`` with rank r on GPU ``gpus[r]`` of ``topology``."""
+    """Runs ``programs`` for ``job`` with rank r on GPU ``gpus[r]`` of ``topology``, under
+    the cost model ``costs`` (its launch cost is charged here, once: every rank starts
+    ``costs.launch`` seconds in), on a ``fabric`` (a :class:`Fabric` or subclass) with the
+    given ``policy``."""
 
     def __init__(self, topology: Topology, gpus: Sequence[int], job: Job,
-                 programs: ProgramFactory) -> None:
+                 programs: ProgramFactory, costs: CostModel = IDEAL,
+                 policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric) -> None:
         self.env = simpy.Environment()
-        self.fabric = Fabric(self.env, topology)
+        self.launch = costs.launch
+        self.fabric = fabric(self.env, topology, costs, policy)
         self.job = job
         self.itemsize = job.itemsize
         self.gamma = topology.gamma
@@ -60,10 +68,9 @@ class TimingEngine:
         self.nranks = len(self.ranks)
         self._ready: deque[RankState] = deque()
         self._resuming = False
-        # Posted operations still waiting for their partner, by (source, destination, tag),
-        # oldest first; a key leaves the table when its last waiter is matched.
-        self._sends: dict[tuple[int, int, int], list[tuple[RankState, Send]]] = {}
-        self._recvs: dict[tuple[int, int, int], list[tuple[RankState, Recv]]] = {}
+        # Posted sends and receives waiting for their partner (the operations; the rank
+        # that posted one is in its key).
+        self._rendezvous = Rendezvous()
 
     def run(self) -> TimingRun:
         """Simulate to the end; a rank that can never finish is a SimulationError."""
@@ -73,7 +80,10 @@ class TimingEngine:
         gc.disable()
         try:
             self._ready.extend(self.ranks)
-            self._resume_ready()
+            if self.launch > 0:
+                call_later(self.env, self.launch, lambda _: self._resume_ready())
+            else:
+                self._resume_ready()
             self.env.run()
         finally:
             if collecting:
@@ -86,10 +96,8 @@ class TimingEngine:
 
     def _deadlock_message(self, stuck: list[RankState]) -> str:
         waits: dict[int, list] = {}
-        for table in (self._sends, self._recvs):
-            for queue in table.values():
-                for state, op in queue:
-                    waits.setdefault(state.rank, []).append(op)
+        for rank, op in self._rendezvous.waiting():
+            waits.setdefault(rank, []).append(op)
         return f"at t={self.env.now:.9g} s, " + deadlock_message([s.rank for s in stuck], waits)
 
     # -- the rank process -------------------------------------------------------------------
@@ -105,10 +113,12 @@ class TimingEngine:
             return
         self._resuming = True
         ready = self._ready
-        fabric = self.fabric
-        post_send, post_recv, post = self._post_send, self._post_recv, self._post
+        fabric, ranks, nranks, itemsize = self.fabric, self.ranks, self.nranks, self.itemsize
+        transfer, delivered = fabric.transfer, self._delivered
+        meet_send, meet_recv = self._rendezvous.send, self._rendezvous.recv
         while ready:
             state = ready.popleft()
+            rank = state.rank
             for step in state.program:
                 state.posting = True
                 ops = step if type(step) is tuple or type(step) is list else (step,)
@@ -119,19 +129,36 @@ class TimingEngine:
                     fabric.holding = True  # until release()
                 for op in ops:
                     kind = type(op)
+                    if kind is not Send and kind is not Recv:
+                        self._post_local(state, op)
+                        continue
+                    peer = op.peer
+                    if peer == rank or not 0 <= peer < nranks:
+                        raise bad_peer(rank, op)
+                    state.pending += 1
+                    # Once both sides are posted the bytes move; the send and the receive
+                    # complete on delivery.
                     if kind is Send:
-                        post_send(state, op)
-                    elif kind is Recv:
-                        post_recv(state, op)
+                        recv = meet_send((rank, peer, op.tag), op)
+                        if recv is None:
+                            continue
+                        sender, send, receiver = state, op, ranks[peer]
                     else:
-                        post(state, op)
+                        send = meet_recv((peer, rank, op.tag), op)
+                        if send is None:
+                            continue
+                        sender, receiver, recv = ranks[peer], state, op
+                    if send.count != recv.count:
+                        raise bad_count(sender.rank, receiver.rank, recv, send.count)
+                    transfer(sender.gpu, receiver.gpu, send.count * itemsize, delivered,
+                             (sender, receiver, recv))
                 if batch:
                     fabric.release()
                 state.posting = False
                 if state.pending:
                     break
             else:
-                state.finished_at = self.env._now
+                state.finished_at = clock(self.env)
         self._resuming = False
 
     def _op_done(self, state: RankState) -> None:
@@ -141,41 +168,7 @@ class TimingEngine:
             if not self._resuming:
                 self._resume_ready()
 
-    def _post_send(self, state: RankState, op: Send) -> None:
-        peer = op.peer
-        if peer == state.rank or not 0 <= peer < self.nranks:
-            raise SimulationError(f"rank {state.rank}: {op} names an invalid peer")
-        state.pending += 1
-        key = (state.rank, peer, op.tag)
-        partners = self._recvs.get(key)
-        if partners:
-            receiver, recv = partners.pop(0)
-            if not partners:
-                del self._recvs[key]
-            self._start(state, op, receiver, recv)
-        elif key in self._sends:
-            self._sends[key].append((state, op))
-        else:
-            self._sends[key] = [(state, op)]
-
-    def _post_recv(self, state: RankState, op: Recv) -> None:
-        peer = op.peer
-        if peer == state.rank or not 0 <= peer < self.nranks:
-            raise SimulationError(f"rank {state.rank}: {op} names an invalid peer")
-        state.pending += 1
-        key = (peer, state.rank, op.tag)
-        partners = self._sends.get(key)
-        if partners:
-            sender, send = partners.pop(0)
-            if not partners:
-                del self._sends[key]
-            self._start(sender, send, state, op)
-        elif key in self._recvs:
-            self._recvs[key].append((state, op))
-        else:
-            self._recvs[key] = [(state, op)]
-
-    def _post(self, state: RankState, op: object) -> None:
+    def _post_local(self, state: RankState, op: object) -> None:
         """Local operations: a reduction occupies the GPU; a copy is free."""
         kind = type(op)
         if kind is Reduce:
@@ -184,14 +177,6 @@ class TimingEngine:
         elif kind is not Copy:
             raise SimulationError(f"rank {state.rank}: the program yielded {op!r}, "
                                   "not an operation")
-
-    def _start(self, sender: RankState, send: Send, receiver: RankState, recv: Recv) -> None:
-        """Both sides are posted: move the bytes, then complete the send and the receive."""
-        if send.count != recv.count:
-            raise SimulationError(f"rank {receiver.rank}: {recv} expects {recv.count} elements "
-                                  f"but rank {sender.rank} sends {send.count}")
-        self.fabric.transfer(sender.gpu, receiver.gpu, send.count * self.itemsize,
-                             self._delivered, (sender, receiver, recv))
 
     def _delivered(self, token: tuple[RankState, RankState, Recv]) -> None:
         sender, receiver, recv = token

@@ -1,0 +1,119 @@
+"""What a collective call and its messages cost beyond the links' own figures: the cost
+model, chosen per simulated call and used by both the timing engine and the closed forms.
+
+A model says four things (SimGrid's network-model factors are the pattern: a latency and a
+bandwidth factor per message, as callbacks of its route):
+
+- ``launch``: seconds charged once per call before any rank starts (a kernel launch);
+- ``latency(links)``: the latency a message pays over a route, given the route's links in
+  order (so a model may charge per message, per hop by link kind, or by which kinds of link
+  the route crosses);
+- ``bandwidth(link)``: the bandwidth a library can reach on one link (line rate times an
+  efficiency, a protocol's cap, ...);
+- ``wire_ratio``: bytes on the wire per payload byte (a protocol's flags and headers).
+
+The fabric applies the model where it builds its channels and caches its routes, never per
+transfer: a channel carries ``bandwidth(link) / wire_ratio`` payload bytes per second and a
+route's latency is ``latency(links)``. :func:`path_costs` derives the closed forms' alpha
+and beta from the same functions, so the simulated time and the closed form of an algorithm
+that is exact on a uniform machine cannot disagree. :data:`IDEAL` charges nothing beyond the
+links' figures: the canonical kinds' model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from collsim.hardware.topology import Link, Topology
+
+CHECKED_PAIRS = 64  # machines up to this many GPUs have every route checked for uniformity
+
+
+class CostModel(Protocol):
+    """What the engine asks of a cost model (see the module docstring)."""
+
+    launch: float
+    wire_ratio: float
+
+    def latency(self, links: Sequence[Link]) -> float:
+        """Seconds a message pays once over a route of these links, in order."""
+        ...
+
+    def bandwidth(self, link: Link) -> float:
+        """Bytes per second (on the wire) reachable on ``link``."""
+        ...
+
+
+@dataclass(frozen=True)
+class MessageCosts:
+    """A cost model linear in its parts; every field's default charges nothing.
+
+    A message over links ``l1 .. lk`` pays ``per_message + Σ (latency(li) + per_hop[kind])``
+    and moves at most ``bandwidth(li) · efficiency[kind] / wire_ratio`` payload bytes per
+    second on each; kinds missing from ``per_hop`` and ``efficiency`` pay 0 and reach 1.
+    """
+
+    launch: float = 0.0        # seconds before any rank starts (once per call)
+    per_message: float = 0.0   # seconds every message pays once, beside its links' latency
+    per_hop: Mapping[str, float] = field(default_factory=dict)     # seconds per link, by kind
+    efficiency: Mapping[str, float] = field(default_factory=dict)  # of line rate, by kind
+    wire_ratio: float = 1.0    # bytes on the wire per payload byte
+
+    def latency(self, links: Sequence[Link]) -> float:
+        total, per_hop = self.per_message, self.per_hop
+        if per_hop:
+            for link in links:
+                total += link.latency + per_hop.get(link.kind, 0.0)
+        else:  # every route of an all-to-all is built once: spare the lookups
+            for link in links:
+                total += link.latency
+        return total
+
+    def bandwidth(self, link: Link) -> float:
+        return link.bandwidth * self.efficiency.get(link.kind, 1.0)
+
+
+IDEAL = MessageCosts()  # the links' own figures, no launch cost: today's canonical model
+
+
+def channel_bandwidth(model: CostModel, link: Link) -> float:
+    """Payload bytes per second ``link`` carries under ``model``."""
+    return model.bandwidth(link) / model.wire_ratio
+
+
+def route_alpha_beta(model: CostModel, links: Sequence[Link]) -> tuple[float, float]:
+    """(alpha, beta) of one route of ``links`` under ``model``: the latency it charges and
+    ``wire_ratio`` over the bottleneck's reachable bandwidth (seconds per payload byte)."""
+    return (model.latency(links),
+            model.wire_ratio / min(model.bandwidth(link) for link in links))
+
+
+def path_costs(topology: Topology, model: CostModel) -> tuple[float, float] | None:
+    """(alpha, beta) that every pair of GPUs of ``topology`` sees under ``model``, or None
+    when routes differ.
+
+    The topology vouches that its routes have the same latency and bottleneck bandwidth
+    (:meth:`Topology.path_parameters`); a model other than :data:`IDEAL` may also charge by
+    link kind, so then every route is checked too (on machines of more than CHECKED_PAIRS
+    GPUs, the routes from and to GPU 0). On one GPU nothing moves and the topology's
+    figures stand.
+    """
+    figures = topology.path_parameters()
+    if figures is None or topology.gpus < 2:
+        return figures
+    links = topology.links
+
+    def costs(src: int, dst: int) -> tuple[float, float]:
+        return route_alpha_beta(model, [links[i] for i in topology.route(src, dst)])
+
+    alpha_beta = costs(0, 1)
+    if model != IDEAL:
+        g = topology.gpus
+        pairs = ((a, b) for a in range(g) for b in range(g) if a != b) \
+            if g <= CHECKED_PAIRS else \
+            ((a, b) for other in range(1, g) for a, b in ((0, other), (other, 0)))
+        if any(costs(a, b) != alpha_beta for a, b in pairs):
+            return None
+    return alpha_beta
