@@ -55,6 +55,22 @@ def test_presets_give_the_graphs_of_the_notes(name, overrides, ring, tree, nvls,
     ("h100-cluster", {"nodes": 2}, h100_cluster(2)),
     ("a100-cluster", {"nodes": 4}, a100_cluster(4)),
 ])
+def test_clusters_beyond_the_notes_table():
+    # b200-cluster, 2 nodes: GPU-NIC path min(PCIe 48, NIC 50) = 48, the first SM100 inter
+    # speed <= 48; one channel per NIC -> 8 x 48 = 384 < 721.8 (not perfect); 45.1 ... 24 give
+    # no more than 384 (24: 16 x 24), 22/48 < 0.49 stops; no duplication (SM100, 48 < 50, 8 > 4).
+    # TREE (one GPU per NIC switch), 8 channels at 48; pass 2 raises bwIntra to 80 (721.8 / 80 =
+    # 9 chains x 8/7 >= 8) and 96 (7 x 8/7 = 8).
+    graphs = search(nccl_system(preset("b200-cluster", nodes=2)))
+    assert figures(graphs.ring) == ("RING", 8, 48, 48)
+    assert figures(graphs.tree) == ("TREE", 8, 96, 48)
+    # gb200-nvl72-cluster, 2 racks: 72 NICs carry 72 channels at 48, but the NVLink budget
+    # carries floor(721.8 / 48) = 15 (x 72/71, still 15) -> 720; 45.1 fits 16 (721.6, better);
+    # 42 ... 24 give no more than 720; 22/45.1 < 0.49 stops; no duplication (45.1 < 50, 16 > 4).
+    graphs = search(nccl_system(preset("gb200-nvl72-cluster", nodes=2)))
+    assert figures(graphs.ring) == ("RING", 16, 45.1, 45.1)
+
+
 def test_presets_are_the_hand_built_systems_of_the_nccl_tests(name, overrides, expected):
     # Same figures as the systems tests/test_nccl_search.py works by hand, except those the
     # search does not read there (PCIe and NICs on one NVLink node; the CPU).

@@ -117,6 +117,13 @@ def test_nvls_pays_half_a_switch_round_trip_per_message_and_reaches_less_of_nvli
         pytest.approx(721.8e9 * 0.74)                                     # Blackwell
 
 
+def test_an_override_replaces_nccls_round_trip_figure():
+    t = preset("dgx-h100", **{"nccl.protocols.Simple.nvls.latency.nvlink": "20us",
+                              "nccl.protocols.Simple.latency.nvlink": "5us"})
+    assert cost_model(t, "nvls", "Simple").latency(route(t, 0, 1)) == pytest.approx(10 * US)
+    assert cost_model(t, "ring", "Simple").latency(route(t, 0, 1)) == pytest.approx(5 * US)
+
+
 def test_collnet_pays_half_the_network_round_trip_per_message():
     sharp = preset("h100-cluster", nodes=2, **{"nccl.sharp": True})
     direct = cost_model(sharp, "collnet_direct", "Simple")

@@ -134,10 +134,11 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         return default
 
     def step(link_class: str) -> float:
-        for override in (family_override, protocol_override):
-            if override is not None and link_class in override.latency:
-                return override.latency[link_class]
+        """NCCL's figure for the class (or the file's, which replaces it), per message."""
         latency = C.HW_LATENCY_US[HW_ROW[link_class]][family][p] * US
+        for override in (protocol_override, family_override):
+            if override is not None and link_class in override.latency:
+                latency = override.latency[link_class]
         return latency / 2 if link_class in ROUND_TRIP.get(family, ()) else latency
 
     row, column = C.arch_row(arch), C.nodes_column(nodes)

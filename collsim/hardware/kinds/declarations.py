@@ -15,7 +15,7 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
         network: 96%            #   a NIC's port
       protocols:                # optional overrides of NCCL's constants, per protocol ...
         LL128:
-          latency: {nvlink: 1.9us, pcie: 2.5us, network: 4us}   # per step, by link class
+          latency: {nvlink: 1.9us, pcie: 2.5us, network: 4us}   # NCCL's hwLat, by class
           base: 14us            # per call
           channel_cap: 36.7GB/s # payload per channel
           gpu_cap: 141GB/s      # payload per GPU, all channels
