@@ -47,14 +47,6 @@ def test_presets_give_the_graphs_of_the_notes(name, overrides, ring, tree, nvls,
     assert graphs.channels == channels
 
 
-@pytest.mark.parametrize("name, overrides, expected", [
-    ("dgx-a100", {}, DGX_A100),
-    ("dgx-h100", {}, DGX_H100),
-    ("dgx-b200", {}, DGX_B200),
-    ("l40s-pcie", {"gpus": 2}, L40S_PAIR),
-    ("h100-cluster", {"nodes": 2}, h100_cluster(2)),
-    ("a100-cluster", {"nodes": 4}, a100_cluster(4)),
-])
 def test_clusters_beyond_the_notes_table():
     # b200-cluster, 2 nodes: GPU-NIC path min(PCIe 48, NIC 50) = 48, the first SM100 inter
     # speed <= 48; one channel per NIC -> 8 x 48 = 384 < 721.8 (not perfect); 45.1 ... 24 give
@@ -71,6 +63,14 @@ def test_clusters_beyond_the_notes_table():
     assert figures(graphs.ring) == ("RING", 16, 45.1, 45.1)
 
 
+@pytest.mark.parametrize("name, overrides, expected", [
+    ("dgx-a100", {}, DGX_A100),
+    ("dgx-h100", {}, DGX_H100),
+    ("dgx-b200", {}, DGX_B200),
+    ("l40s-pcie", {"gpus": 2}, L40S_PAIR),
+    ("h100-cluster", {"nodes": 2}, h100_cluster(2)),
+    ("a100-cluster", {"nodes": 4}, a100_cluster(4)),
+])
 def test_presets_are_the_hand_built_systems_of_the_nccl_tests(name, overrides, expected):
     # Same figures as the systems tests/test_nccl_search.py works by hand, except those the
     # search does not read there (PCIe and NICs on one NVLink node; the CPU).
