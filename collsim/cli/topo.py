@@ -1,5 +1,6 @@
 """``collsim topo show FILE``: a topology's figures (GPUs, nodes, links by kind, per-GPU
-injection bandwidth, bisection bandwidth) and, with ``--image``, a drawing of it."""
+injection bandwidth, bisection bandwidth), for a machine with NCCL figures what NCCL reaches
+and pays on it and NCCL's graphs, and, with ``--image``, a drawing of it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "show", help="print a topology's figures; draw it with --image",
         description="Print a topology's GPUs, nodes, links by kind, per-GPU injection "
                     "bandwidth and bisection bandwidth (first half of the GPUs to the rest); "
-                    "draw it to an image file with --image.")
+                    "for a machine with an 'nccl' section also line rate and reachable "
+                    "bandwidth per link class, launch cost, each protocol's latencies, wire "
+                    "ratio and caps, and NCCL's ring/tree/NVLS graphs; draw it to an image "
+                    "file with --image.")
     show.add_argument("file", metavar="FILE",
                       help="topology YAML file, or the name of a shipped one (dgx-h100)")
     show.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -34,12 +38,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def show_topology(args: argparse.Namespace) -> int:
     from collsim.hardware.summary import format_summary, summarize
+    from collsim.nccl.report import format_nccl
 
     if args.image:
         _check_image_path(Path(args.image))
     overrides = dict(parse_override(text) for text in args.set)
     topology = load_topology(resolve_topology(args.file, key="FILE"), overrides)
     print(format_summary(summarize(topology, with_bisection=not args.no_bisection)))
+    nccl = format_nccl(topology)
+    if nccl is not None:
+        print(nccl)
     if args.image:
         from collsim.hardware.draw import draw
 

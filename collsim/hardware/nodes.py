@@ -61,6 +61,9 @@ class Wiring(Protocol):
     def wire(self, g: LinkGraph, gpus: list[str]) -> None:
         """Add the links (and any switch) between the GPU vertices ``gpus``."""
 
+    def nvlink_per_gpu(self, gpus: int) -> float:
+        """NVLink bandwidth (B/s, one direction) of the best-wired of ``gpus`` GPUs; 0 if none."""
+
 
 @dataclass(frozen=True)
 class Unwired:
@@ -70,6 +73,9 @@ class Unwired:
 
     def wire(self, g: LinkGraph, gpus: list[str]) -> None:
         return None
+
+    def nvlink_per_gpu(self, gpus: int) -> float:
+        return 0.0
 
 
 @dataclass(frozen=True)

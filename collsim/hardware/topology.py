@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collsim.hardware.machine import Machine
 
 
 @dataclass(eq=False, slots=True)
@@ -27,7 +31,9 @@ class Topology:
     """Base of every machine: GPUs 0..gpus-1, directed links, and a route between GPUs.
 
     Subclasses override :meth:`route`. ``node_of`` gives each GPU's node (server) index,
-    which hierarchical algorithms and rank placement use.
+    which hierarchical algorithms and rank placement use. ``machine`` holds what a real
+    machine's file declares beside its links (its GPU, its ``nccl`` figures); None for the
+    canonical kinds.
     """
 
     name: str
@@ -37,6 +43,7 @@ class Topology:
     reduce_bandwidth: float = math.inf
     node_of: list[int] = field(default_factory=list)
     source: str = ""
+    machine: Machine | None = None
 
     def __post_init__(self) -> None:
         if not self.node_of:

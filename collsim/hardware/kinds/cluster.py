@@ -4,6 +4,8 @@
     nodes: 16
     node: {kind: nvswitch, gpus: 8, nvlink: ..., pcie: ..., nics: ...}
     fabric: {kind: fat_tree, leaf_ports: 32, oversubscription: 1, latency: 1us}
+    gpu: {model: H100-SXM5-80GB, arch: 90}
+    nccl: {launch: 18us, cpu: intel, ...}   # whole machine (see kinds.declarations)
     # or {kind: switch} | {kind: rail, spines: 8, latency: 1us}
     #    | {kind: torus, dims: [4, 4], link: {latency: 1us, bandwidth: 50GB/s}}
 
@@ -15,6 +17,7 @@ their ``kind`` is known.
 from __future__ import annotations
 
 from collsim.hardware.cluster import ClusterTopology
+from collsim.hardware.kinds.declarations import NCCL_SCHEMA, read_machine
 from collsim.hardware.kinds.keys import COUNT, GPU_SCHEMA, count, machine_name, reduce_bandwidth
 from collsim.hardware.kinds.nodes import COMMON, node_graph, read_node
 from collsim.hardware.kinds.registry import (
@@ -56,11 +59,14 @@ def build_cluster(doc: Document) -> Topology:
                 f"with its {fabric.links:,} links, the fabric makes a machine that")
     node = node_graph(doc, spec, ("node",))
     graph = fabric.build(port) if port else None
-    return ClusterTopology(machine_name(doc), "cluster", node, nodes, graph,
-                           reduce_bandwidth(doc), doc.file, fabric.dims)
+    topology = ClusterTopology(machine_name(doc), "cluster", node, nodes, graph,
+                               reduce_bandwidth(doc), doc.file, fabric.dims)
+    topology.machine = read_machine(doc, spec, ("node",))
+    return topology
 
 
 CLUSTER = register_kind(Kind(
-    "cluster", {"nodes": COUNT, "gpu": GPU_SCHEMA, "node": SECTION, "fabric": SECTION},
+    "cluster", {"nodes": COUNT, "gpu": GPU_SCHEMA, "nccl": NCCL_SCHEMA, "node": SECTION,
+                "fabric": SECTION},
     ("nodes", "node", "fabric"), build_cluster,
     "identical nodes joined at their NICs by a switch, fat-tree, rails or torus"))

@@ -21,7 +21,8 @@ LINK_SCHEMA = {
 }
 GPU_SCHEMA = {
     "type": "object",
-    "properties": {"reduce_bandwidth": QUANTITY},
+    "properties": {"reduce_bandwidth": QUANTITY, "model": {"type": "string"},
+                   "arch": {"type": "integer", "minimum": 60}},
     "additionalProperties": False,
 }
 DIMS_SCHEMA = {"type": "array", "items": COUNT, "minItems": 1, "maxItems": 3}

@@ -4,14 +4,16 @@
     kind: nvswitch
     gpus: 8
     nvlink: {latency: 0.5us, bandwidth: 450GB/s}   # per GPU, per direction, to the NVSwitches
+                                                   # (optional links: 18, the NVLinks in it)
     pcie:                                          # optional for nvswitch/nvlink, needed for NICs
       switches: 4              # PCIe switches, spread over the sockets; GPUs spread over them
-      sockets: 2
+      sockets: 2               # or gpus_per_switch / switches_per_socket (they follow --set gpus)
       link: {latency: 0.5us, bandwidth: 63GB/s}          # GPU or NIC <-> PCIe switch
       uplink: {latency: 0.5us, bandwidth: 63GB/s}        # PCIe switch <-> CPU root port
       inter_socket: {latency: 1us, bandwidth: 64GB/s}    # CPU <-> CPU (needed if sockets > 1)
     nics: {count: 8, link: {latency: 1us, bandwidth: 400Gbps}, gpudirect: true}
-    gpu: {reduce_bandwidth: 1TB/s}
+    gpu: {reduce_bandwidth: 1TB/s}                 # and model, arch for NCCL's figures
+    nccl: {launch: 15us, cpu: intel, ...}          # see collsim.hardware.kinds.declarations
 
 - ``nvswitch``: every GPU has ``nvlink.bandwidth`` per direction to one non-blocking NVSwitch
   fabric (DGX/HGX A100, H100).
@@ -32,6 +34,7 @@ from typing import Any
 
 from collsim.hardware.cluster import ClusterTopology
 from collsim.hardware.graph import LinkGraph, NoRoute
+from collsim.hardware.kinds.declarations import NCCL_SCHEMA, read_machine
 from collsim.hardware.kinds.keys import (
     COUNT,
     GPU_SCHEMA,
@@ -61,15 +64,22 @@ from collsim.hardware.nodes import (
     build_node,
 )
 from collsim.hardware.topology import Topology
-from collsim.schema import at
+from collsim.schema import QUANTITY, at
 from collsim.units import UnitError, check_bandwidth
 from collsim.yamlfile import Document, KeyPath
 
 PCIE_SCHEMA = {
     "type": "object",
-    "properties": {"switches": COUNT, "sockets": COUNT, "link": LINK_SCHEMA,
-                   "uplink": LINK_SCHEMA, "inter_socket": LINK_SCHEMA},
-    "required": ["switches", "link", "uplink"],
+    "properties": {"switches": COUNT, "gpus_per_switch": COUNT, "sockets": COUNT,
+                   "switches_per_socket": COUNT, "link": LINK_SCHEMA, "uplink": LINK_SCHEMA,
+                   "inter_socket": LINK_SCHEMA},
+    "required": ["link", "uplink"],
+    "additionalProperties": False,
+}
+NVLINK_SCHEMA = {  # an NVSwitch node's NVLink: per GPU, per direction, and how many links
+    "type": "object",
+    "properties": {"latency": QUANTITY, "bandwidth": QUANTITY, "links": COUNT},
+    "required": ["latency", "bandwidth"],
     "additionalProperties": False,
 }
 NICS_SCHEMA = {
@@ -85,10 +95,12 @@ COMMON = {"gpus": COUNT, "pcie": PCIE_SCHEMA, "nics": NICS_SCHEMA}
 
 @dataclass(frozen=True)
 class NvSwitch:
-    """Every GPU joined to one non-blocking NVSwitch by ``link``."""
+    """Every GPU joined to one non-blocking NVSwitch by ``link``; ``nvlinks`` is how many
+    NVLinks per GPU make up that figure, where the file says (``nvlink.links``)."""
 
     link: LinkSpec
     gpus: int
+    nvlinks: int | None = None
 
     @property
     def links(self) -> int:
@@ -98,6 +110,9 @@ class NvSwitch:
         g.vertex("nvswitch", "nvswitch", layer=LAYER_NVSWITCH)
         for gpu in gpus:
             g.connect(gpu, "nvswitch", self.link.latency, self.link.bandwidth, "nvlink")
+
+    def nvlink_per_gpu(self, gpus: int) -> float:
+        return self.link.bandwidth if gpus > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -116,6 +131,13 @@ class NvLinkPairs:
             g.connect(gpus[a], gpus[b], self.link.latency, links * self.link.bandwidth,
                       "nvlink")
 
+    def nvlink_per_gpu(self, gpus: int) -> float:
+        per_gpu = [0] * gpus
+        for a, b, links in self.pairs:
+            per_gpu[a] += links
+            per_gpu[b] += links
+        return max(per_gpu, default=0) * self.link.bandwidth
+
 
 def nvlink_pairs(gpus: int, wiring: str, links: int) -> tuple[tuple[int, int, int], ...]:
     """GPU pairs of a ``ring`` (g, g+1 mod n) or full ``mesh``, each with ``links`` NVLinks."""
@@ -127,7 +149,9 @@ def nvlink_pairs(gpus: int, wiring: str, links: int) -> tuple[tuple[int, int, in
 
 
 def _nvswitch(doc: Document, prefix: KeyPath, gpus: int) -> NvSwitch:
-    return NvSwitch(link(doc, prefix + ("nvlink",)), gpus)
+    path = prefix + ("nvlink", "links")
+    nvlinks = count(doc, path) if at(doc.data, path) is not None else None
+    return NvSwitch(link(doc, prefix + ("nvlink",)), gpus, nvlinks)
 
 
 def _nvlink(doc: Document, prefix: KeyPath, gpus: int) -> NvLinkPairs:
@@ -166,11 +190,28 @@ def _unwired(doc: Document, prefix: KeyPath, gpus: int) -> Unwired:
     return Unwired()
 
 
+def _either(doc: Document, path: KeyPath, fixed: str, ratio: str) -> str | None:
+    """Which of two exclusive keys at ``path`` is given (None if neither)."""
+    data = at(doc.data, path)
+    if fixed in data and ratio in data:
+        raise doc.error(path + (ratio,), f"give '{fixed}' or '{ratio}', not both")
+    return fixed if fixed in data else ratio if ratio in data else None
+
+
 def _pcie(doc: Document, prefix: KeyPath, gpus: int) -> PcieSpec:
     path = prefix + ("pcie",)
     data = at(doc.data, path)
-    switches = count(doc, path + ("switches",))
-    sockets = count(doc, path + ("sockets",), 1)
+    given = _either(doc, path, "switches", "gpus_per_switch")
+    if given is None:
+        raise doc.error(path + ("switches",), "required key is missing (or give "
+                        "'gpus_per_switch', which follows the GPU count)")
+    switches = count(doc, path + (given,))
+    if given == "gpus_per_switch":
+        switches = -(-gpus // switches)
+    given = _either(doc, path, "sockets", "switches_per_socket")
+    sockets = count(doc, path + (given,)) if given else 1
+    if given == "switches_per_socket":
+        sockets = -(-switches // sockets)
     if switches > gpus:
         raise doc.error(path + ("switches",), f"{switches} PCIe switches for "
                         f"{amount(gpus, 'GPU', 'GPUs')}: "
@@ -229,19 +270,22 @@ def build_single_node(doc: Document) -> Topology:
     spec = read_node(doc)
     check_links(doc, ("gpus",), spec.links, f"a node of {spec.gpus:,} GPUs")
     node = node_graph(doc, spec)
-    return ClusterTopology(machine_name(doc), spec.kind, node, 1, None, reduce_bandwidth(doc),
-                           doc.file)
+    topology = ClusterTopology(machine_name(doc), spec.kind, node, 1, None,
+                               reduce_bandwidth(doc), doc.file)
+    topology.machine = read_machine(doc, spec)
+    return topology
 
 
 def _register(kind: NodeKind) -> None:
     """``kind`` as a cluster's node, and as a one-node topology file."""
     register_node_kind(kind)
-    properties: dict[str, Any] = {**COMMON, **kind.properties, "gpu": GPU_SCHEMA}
+    properties: dict[str, Any] = {**COMMON, **kind.properties, "gpu": GPU_SCHEMA,
+                                  "nccl": NCCL_SCHEMA}
     register_kind(Kind(kind.name, properties, kind.required, build_single_node,
                        "one node: " + kind.summary))
 
 
-_register(NodeKind("nvswitch", {"nvlink": LINK_SCHEMA}, ("gpus", "nvlink"), _nvswitch,
+_register(NodeKind("nvswitch", {"nvlink": NVLINK_SCHEMA}, ("gpus", "nvlink"), _nvswitch,
                    "GPUs on a non-blocking NVSwitch fabric, PCIe tree and NICs"))
 _register(NodeKind("nvlink", {"nvlink": LINK_SCHEMA, "wiring": {"enum": ["ring", "mesh"]},
                               "links_per_pair": COUNT, "pairs": {"type": "array", "items": PAIR}},

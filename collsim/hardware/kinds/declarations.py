@@ -1,0 +1,151 @@
+"""The ``nccl`` section of a real machine's file (node kinds and ``cluster``, at the top level)
+and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
+
+    gpu: {model: H100-SXM5-80GB, arch: 90}   # arch = compute capability x 10
+    nccl:
+      launch: 18us              # per call, before any rank starts
+      cpu: intel                # intel | amd | arm
+      nvls: true                # the NVSwitch reduces and multicasts (NVLink SHARP)
+      sharp: false              # the network switches reduce (CollNet / SHARP)
+      nic_path: pxb             # optional: NCCL's GPU-to-NIC path type, if the PCIe tree has
+                                # more levels than the file's (else derived from it)
+      reachable:                # what NCCL reaches per class; a bandwidth, or a % of line rate
+        nvlink: 370.8GB/s       #   per GPU per direction
+        pcie: 48GB/s            #   a GPU's PCIe link (the GPU-NIC path)
+        network: 96%            #   a NIC's port
+      protocols:                # optional overrides of NCCL's constants, per protocol ...
+        LL128:
+          latency: {nvlink: 1.9us, pcie: 2.5us, network: 4us}   # NCCL's hwLat, by class
+          base: 14us            # per call
+          channel_cap: 36.7GB/s # payload per channel
+          gpu_cap: 141GB/s      # payload per GPU, all channels
+          ring: {base: 12us}    # ... or per algorithm family (wins over the protocol's)
+
+A file without ``nccl`` declares nothing and is simulated with the ideal cost model.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from collsim.hardware.kinds.keys import count
+from collsim.hardware.machine import LINK_CLASSES, Gpu, Machine, NcclFigures, ProtocolOverride
+from collsim.hardware.nodes import NodeSpec
+from collsim.nccl.names import ALGORITHMS, PROTOCOLS
+from collsim.nccl.system import CPUS, NIC_PATHS
+from collsim.schema import QUANTITY, at, quantity
+from collsim.units import parse_bandwidth, parse_time
+from collsim.yamlfile import Document, KeyPath
+
+SIMPLE_ONLY = ("collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+_BY_CLASS = {"type": "object", "properties": {c: QUANTITY for c in LINK_CLASSES},
+             "additionalProperties": False}
+_OVERRIDE = {"latency": _BY_CLASS, "base": QUANTITY, "channel_cap": QUANTITY,
+             "gpu_cap": QUANTITY}
+_FAMILY = {"type": "object", "properties": _OVERRIDE, "additionalProperties": False}
+_PROTOCOL = {"type": "object",
+             "properties": {**_OVERRIDE, **{family: _FAMILY for family in ALGORITHMS}},
+             "additionalProperties": False}
+NCCL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "launch": QUANTITY, "cpu": {"enum": list(CPUS)}, "nvls": {"type": "boolean"},
+        "sharp": {"type": "boolean"}, "nic_path": {"enum": list(NIC_PATHS)},
+        "reachable": _BY_CLASS,
+        "protocols": {"type": "object", "properties": {p: _PROTOCOL for p in PROTOCOLS},
+                      "additionalProperties": False},
+    },
+    "required": ["launch", "cpu"],
+    "additionalProperties": False,
+}
+_LINE_KEYS = {"nvlink": "nvlink.bandwidth", "pcie": "pcie.link.bandwidth",
+              "network": "nics.link.bandwidth"}
+
+
+def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
+    """The file's ``gpu`` and ``nccl`` declarations; ``spec`` is the node (at ``node``) whose
+    links give each class's line rate."""
+    arch = at(doc.data, ("gpu", "arch"))
+    gpu = Gpu(at(doc.data, ("gpu", "model")),
+              count(doc, ("gpu", "arch")) if arch is not None else None)
+    if "nccl" not in doc.data:
+        return Machine(gpu)
+    if gpu.arch is None:
+        raise doc.error(("gpu", "arch"), "required with an 'nccl' section: NCCL's constants "
+                        "depend on the GPU's compute capability x 10 (80 A100, 90 H100)")
+    data = doc.data["nccl"]
+    line = line_rates(spec)
+    reachable = {c: _reachable(doc, ("nccl", "reachable", c), line.get(c), node)
+                 for c in LINK_CLASSES if at(data, ("reachable", c)) is not None}
+    return Machine(gpu, NcclFigures(
+        launch=quantity(doc, ("nccl", "launch"), parse_time),
+        cpu=data["cpu"], nvls=bool(data.get("nvls", False)),
+        sharp=bool(data.get("sharp", False)), nic_path=data.get("nic_path"),
+        line=line, reachable={c: r for c, r in reachable.items() if r is not None},
+        overrides=_overrides(doc)))
+
+
+def line_rates(spec: NodeSpec) -> dict[str, float]:
+    """The reference line rate (B/s) of each link class a node has: a GPU's NVLink bandwidth
+    (all its NVLinks, one direction), its PCIe link, a NIC's port."""
+    line = {}
+    nvlink = spec.wiring.nvlink_per_gpu(spec.gpus)
+    if nvlink:
+        line["nvlink"] = nvlink
+    if spec.pcie is not None:
+        line["pcie"] = spec.pcie.link.bandwidth
+    if spec.nics is not None:
+        line["network"] = spec.nics.link.bandwidth
+    return line
+
+
+def _reachable(doc: Document, path: KeyPath, line: float | None, node: KeyPath
+               ) -> float | None:
+    """A class's reachable bandwidth: a bandwidth at most the line rate, or a percentage of
+    it (``96%``); None when the machine has no link of the class."""
+    value = at(doc.data, path)
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            share = float(value.strip()[:-1])
+        except ValueError:
+            share = math.nan
+        if not 0 < share <= 100:
+            raise doc.error(path, f"expected a share of the line rate above 0% and at most "
+                            f"100% (or a bandwidth such as '48GB/s'), got {value!r}")
+        return None if line is None else line * share / 100
+    reached = quantity(doc, path, parse_bandwidth)
+    if line is not None and reached > line * (1 + 1e-9):
+        where = ".".join(filter(None, (".".join(map(str, node)), _LINE_KEYS[path[-1]])))
+        raise doc.error(path, f"{reached / 1e9:g} GB/s is more than the line rate of "
+                        f"{line / 1e9:g} GB/s ({where}): NCCL cannot reach more than the link "
+                        "carries; lower it, or give a share of the line rate such as '80%'")
+    return None if line is None else reached
+
+
+def _overrides(doc: Document) -> dict[tuple[str, str | None], ProtocolOverride]:
+    overrides: dict[tuple[str, str | None], ProtocolOverride] = {}
+    for protocol, entry in (at(doc.data, ("nccl", "protocols")) or {}).items():
+        path = ("nccl", "protocols", protocol)
+        overrides[(protocol, None)] = _override(doc, path)
+        for family in ALGORITHMS:
+            if family in entry:
+                if protocol != "Simple" and family in SIMPLE_ONLY:
+                    raise doc.error(path + (family,), f"NCCL runs {family} with the Simple "
+                                    f"protocol only, so {protocol} has nothing to override "
+                                    "there")
+                overrides[(protocol, family)] = _override(doc, path + (family,))
+    return overrides
+
+
+def _override(doc: Document, path: KeyPath) -> ProtocolOverride:
+    data: dict[str, Any] = at(doc.data, path) or {}
+
+    def optional(key: str, parse: Any) -> float | None:
+        return quantity(doc, path + (key,), parse) if data.get(key) is not None else None
+
+    latency = {c: quantity(doc, path + ("latency", c), parse_time)
+               for c in LINK_CLASSES if at(data, ("latency", c)) is not None}
+    return ProtocolOverride(latency, optional("base", parse_time),
+                            optional("channel_cap", parse_bandwidth),
+                            optional("gpu_cap", parse_bandwidth))

@@ -1,0 +1,83 @@
+"""What a real machine declares beside its links: its GPU (model and compute capability) and,
+in its ``nccl`` section, the figures NCCL pays on it: a per-call launch cost, the CPU vendor,
+whether the NVSwitch (NVLS) or the network switches (SHARP) reduce, what NCCL can reach on
+each class of link, and overrides of NCCL's per-protocol constants.
+
+Links fall in three classes, by kind: ``nvlink``; ``pcie`` (``pcie``, ``pcie_uplink``,
+``inter_socket``); ``network`` (``nic``, ``fabric``, ``torus``). A class's reachable
+bandwidth is given against one reference line rate (per GPU per direction for NVLink, the
+GPU's PCIe link, a NIC's port), and every link of the class is scaled by the same efficiency,
+reachable / line. The files are read by :mod:`collsim.hardware.kinds.declarations`; the cost
+models are built by :mod:`collsim.nccl.protocols`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+LINK_CLASSES = ("nvlink", "pcie", "network")  # fastest to slowest
+CLASS_OF_KIND: Mapping[str, str] = MappingProxyType({
+    "nvlink": "nvlink",
+    "pcie": "pcie", "pcie_uplink": "pcie", "inter_socket": "pcie",
+    "nic": "network", "fabric": "network", "torus": "network",
+})
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """The ``gpu`` section: a model name and the compute capability x 10 (80 A100, 90 H100)."""
+
+    model: str | None = None
+    arch: int | None = None
+
+
+@dataclass(frozen=True)
+class ProtocolOverride:
+    """One entry of ``nccl.protocols``: figures that replace NCCL's defaults for a protocol
+    (in every algorithm family, or in one). Latencies are seconds per step by link class;
+    caps are payload bytes/s; None keeps NCCL's figure."""
+
+    latency: Mapping[str, float] = field(default_factory=dict)
+    base: float | None = None
+    channel_cap: float | None = None
+    gpu_cap: float | None = None
+
+
+@dataclass(frozen=True)
+class NcclFigures:
+    """The ``nccl`` section, read and checked.
+
+    ``line`` holds the reference line rate (B/s) of each class the machine has, ``reachable``
+    what NCCL reaches there (B/s; a class not declared reaches its line rate).
+    ``overrides`` is keyed by (protocol, family), family None for every family.
+    """
+
+    launch: float
+    cpu: str
+    nvls: bool = False
+    sharp: bool = False
+    nic_path: str | None = None
+    line: Mapping[str, float] = field(default_factory=dict)
+    reachable: Mapping[str, float] = field(default_factory=dict)
+    overrides: Mapping[tuple[str, str | None], ProtocolOverride] = field(default_factory=dict)
+
+    def reached(self, link_class: str) -> float | None:
+        """Bytes/s NCCL reaches on the class's reference link; None if the machine has none."""
+        if link_class not in self.line:
+            return None
+        return self.reachable.get(link_class, self.line[link_class])
+
+    def efficiency(self, link_class: str) -> float:
+        """Reachable over line rate for ``link_class`` (1 where nothing is declared)."""
+        reached = self.reached(link_class)
+        return 1.0 if reached is None else reached / self.line[link_class]
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A topology's declarations: its GPU, and its NCCL figures if the file has ``nccl``."""
+
+    gpu: Gpu = Gpu()
+    nccl: NcclFigures | None = None

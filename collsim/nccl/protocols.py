@@ -1,0 +1,182 @@
+"""The per-message cost model of an NCCL protocol (LL, LL128, Simple) for one algorithm family on
+one machine: what the engine charges a call and its messages (the ``CostModel`` seam of
+:mod:`collsim.engine.costs`), built from the machine's ``nccl`` declarations and NCCL's constants
+(:mod:`collsim.nccl.constants`, notes §1.1).
+
+What goes in (physical, or NCCL's measured engine limits):
+
+- ``launch`` = the machine's per-call ``launch`` + NCCL's ``baseLat[family][protocol]``; for the
+  NVLS families, whose NCCL latency is one figure per call, not per step, see below.
+- ``latency(links)`` = NCCL's ``hwLat[class][family][protocol]``, where ``class`` is the slowest
+  class the route crosses (network > pcie > nvlink). It **replaces** the links' own latencies:
+  NCCL's per-step figures were measured end to end (flag or FIFO signalling, the proxy for the
+  network, and the wires), so adding the wires' latency would count them twice.
+  In-switch families: NCCL charges one latency for a round trip through a reducing switch
+  (NVLS: ``hwLat[NVLINK][nvls]`` once per call; CollNet: the network figure once per call), while
+  a program reaching a switch sends one message up and one down, so under ``nvls`` and
+  ``nvls_tree`` a message on NVLink pays half of NCCL's figure, and under ``nvls`` (across nodes)
+  and the CollNet families a message on the network pays half. NVLSTree's tree steps between
+  nodes are ordinary steps and pay the whole figure.
+- ``wire_ratio``: LL sends 8 data bytes per 16-byte line (2.0), LL128 120 per 128 (128/120),
+  Simple 1.0.
+- ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
+  line rate); under NVLS x NCCL's ``nvlsEfficiency`` on NVLink (0.85 Hopper, 0.74 Blackwell: the
+  NVSwitch's reduce and multicast do not reach the NVLink rate).
+- ``channel_cap`` (payload B/s one channel moves, per GPU) and ``gpu_cap`` (payload B/s a GPU
+  moves over all channels): NCCL's per-architecture limits of one SM running a protocol
+  (``perChMaxRingLL128Bw``, ``perChMaxTreeLL128Bw``, ``perChMaxTreeBw``, ``perChMaxNVLSTreeBw``)
+  and LL's total (``llMaxBw``; across nodes the CPU's row), from NCCL's table column for the call's
+  node count (1, 2, more).
+
+What stays out (NCCL's model fudge, kept in :mod:`collsim.nccl.tuning` only, where NCCL uses it
+to choose): LL128's 0.92 (the wire ratio is 0.9375), Tree LL's /3.8 and LL128's 7/9 on one node,
+the plain tree's x0.85, PAT's x0.75, CollNet's head ratios, NVLS's (nch - 1)/nch, the tree
+correction by size, the ring plateau x1.4, and the multi-node ring's ``netOverhead`` floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from collsim.engine.costs import IDEAL, CostModel
+from collsim.errors import InputError
+from collsim.hardware.machine import CLASS_OF_KIND, LINK_CLASSES, NcclFigures
+from collsim.hardware.topology import Link, Topology
+from collsim.nccl import constants as C
+from collsim.nccl.names import PROTOCOLS, algorithm_name, protocol_name
+from collsim.nccl.tuning import SIMPLE_ONLY
+
+GB = 1e9
+US = 1e-6
+HW_ROW = {"nvlink": "NVLINK", "pcie": "PCI", "network": "NET"}  # NCCL's hwLat rows
+WIRE_RATIO = {"LL": 16 / 8, "LL128": 128 / 120, "Simple": 1.0}
+# Classes on which a family's messages reach a reducing switch: each pays half NCCL's figure.
+ROUND_TRIP = {"nvls": ("nvlink", "network"), "nvls_tree": ("nvlink",),
+              "collnet_direct": ("network",), "collnet_chain": ("network",)}
+_RANK = {kind: LINK_CLASSES.index(c) for kind, c in CLASS_OF_KIND.items()}
+
+
+@dataclass(frozen=True)
+class ProtocolCosts:
+    """The cost model of one (family, protocol) on a machine (see the module docstring).
+    Times in seconds, bandwidths in bytes/s."""
+
+    family: str
+    protocol: str
+    machine_launch: float
+    base: float
+    step_latency: tuple[float, float, float]   # by class: nvlink, pcie, network
+    efficiency: Mapping[str, float]             # by link kind
+    wire_ratio: float
+    channel_cap: float | None = None
+    gpu_cap: float | None = None
+    nodes: int = 1
+
+    @property
+    def launch(self) -> float:
+        """Seconds before any rank starts: the machine's launch and NCCL's base latency."""
+        return self.machine_launch + self.base
+
+    def latency(self, links: Sequence[Link]) -> float:
+        """NCCL's per-step latency of the slowest class the route crosses."""
+        worst = 0
+        for link in links:
+            rank = _RANK.get(link.kind, 0)
+            if rank > worst:
+                worst = rank
+        return self.step_latency[worst]
+
+    def bandwidth(self, link: Link) -> float:
+        """The link's line rate scaled to what NCCL reaches on its class."""
+        return link.bandwidth * self.efficiency.get(link.kind, 1.0)
+
+
+def nccl_figures(topology: Topology) -> NcclFigures | None:
+    """The topology's ``nccl`` declarations, or None (canonical kinds, files without them)."""
+    machine = topology.machine
+    return None if machine is None else machine.nccl
+
+
+def cost_model(topology: Topology, family: str, protocol: str,
+               gpus: Sequence[int] | None = None) -> CostModel:
+    """The cost model of NCCL's ``protocol`` for algorithm ``family`` (collsim's or NCCL's
+    spelling: ``ring``, ``nccl_tree``/``Tree``, ``nvls``, ...) on ``topology``, for a call on
+    ``gpus`` (default: every GPU; the node count picks NCCL's cap column). A machine that
+    declares no NCCL figures gets the ideal model."""
+    figures = nccl_figures(topology)
+    if figures is None:
+        return IDEAL
+    family = algorithm_name(family, key="family")
+    protocol = protocol_name(protocol)
+    if family in SIMPLE_ONLY and protocol != "Simple":
+        raise InputError(f"NCCL runs {family} with the Simple protocol only, not {protocol}",
+                         key="protocol")
+    arch = topology.machine.gpu.arch
+    used = range(topology.gpus) if gpus is None else gpus
+    nodes = len({topology.node_of[g] for g in used}) or 1
+    return protocol_costs(figures, arch, nodes, family, protocol)
+
+
+def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
+                   protocol: str) -> ProtocolCosts:
+    """:func:`cost_model` from the declarations themselves (``family`` and ``protocol`` in
+    collsim's spelling)."""
+    p = PROTOCOLS.index(protocol)
+    family_override = figures.overrides.get((protocol, family))
+    protocol_override = figures.overrides.get((protocol, None))
+
+    def overridden(name: str, default: float | None) -> float | None:
+        for override in (family_override, protocol_override):
+            value = getattr(override, name, None) if override is not None else None
+            if value is not None:
+                return value
+        return default
+
+    def step(link_class: str) -> float:
+        """NCCL's figure for the class (or the file's, which replaces it), per message."""
+        latency = C.HW_LATENCY_US[HW_ROW[link_class]][family][p] * US
+        for override in (protocol_override, family_override):
+            if override is not None and link_class in override.latency:
+                latency = override.latency[link_class]
+        return latency / 2 if link_class in ROUND_TRIP.get(family, ()) else latency
+
+    row, column = C.arch_row(arch), C.nodes_column(nodes)
+    efficiency = {kind: figures.efficiency(c) for kind, c in CLASS_OF_KIND.items()}
+    if family in ("nvls", "nvls_tree"):
+        efficiency["nvlink"] *= C.NVLS_EFFICIENCY[row]
+    channel_cap, gpu_cap = _caps(figures, row, column, nodes, family, protocol)
+    return ProtocolCosts(
+        family, protocol, figures.launch,
+        overridden("base", C.BASE_LATENCY_US[family][p] * US),
+        tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
+        overridden("channel_cap", channel_cap), overridden("gpu_cap", gpu_cap), nodes)
+
+
+def _caps(figures: NcclFigures, row: int, column: int, nodes: int, family: str,
+          protocol: str) -> tuple[float | None, float | None]:
+    """NCCL's (per-channel, per-GPU) limits for the family and protocol, payload B/s."""
+    ll_max = ll_max_bandwidth(figures.cpu, row, column, nodes)
+    if family == "ring":
+        if protocol == "LL":
+            return None, ll_max
+        if protocol == "LL128":
+            return C.PER_CHANNEL_MAX_RING_LL128_BW[row][column] * GB, None
+        return None, None
+    if family == "nccl_tree":
+        tree = C.PER_CHANNEL_MAX_TREE_BW[row][column] * GB
+        if protocol == "LL":
+            return tree, ll_max
+        if protocol == "LL128":
+            return min(tree, C.PER_CHANNEL_MAX_TREE_LL128_BW[row][column] * GB), None
+        return tree, None
+    if family == "nvls_tree" and nodes > 1 and C.PER_CHANNEL_MAX_NVLS_TREE_BW[row][column]:
+        return C.PER_CHANNEL_MAX_NVLS_TREE_BW[row][column] * GB, None
+    return None, None
+
+
+def ll_max_bandwidth(cpu: str, row: int, column: int, nodes: int) -> float:
+    """NCCL's llMaxBw (B/s): the architecture's row on one node, the CPU's across nodes."""
+    if nodes > 1:
+        row = C.LL_MAX_BW_AMD_ROW if cpu == "amd" else C.LL_MAX_BW_OTHER_CPU_ROW
+    return C.LL_MAX_BW[row][column] * GB

@@ -1,0 +1,100 @@
+"""What ``collsim topo show`` prints for a machine that declares NCCL figures: line rate and
+reachable bandwidth per link class, the per-call launch, each protocol's figures (per-call base,
+per-step latency by class, wire ratio, caps) for the algorithm families the machine can run,
+and the graphs NCCL's topology search gives for a call on every GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from collsim.hardware.machine import LINK_CLASSES
+from collsim.hardware.topology import Topology
+from collsim.nccl import constants as C
+from collsim.nccl.adapter import nccl_system
+from collsim.nccl.names import PROTOCOLS
+from collsim.nccl.protocols import ProtocolCosts, nccl_figures, protocol_costs
+from collsim.nccl.search import Graph, Graphs, search
+from collsim.nccl.tuning import SIMPLE_ONLY
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.3g}us"
+
+
+def _gbps(bandwidth: float | None) -> str:
+    return "-" if bandwidth is None else f"{bandwidth / 1e9:g} GB/s"
+
+
+def format_nccl(topology: Topology) -> str | None:
+    """The NCCL lines of ``topo show``, or None for a machine without NCCL figures."""
+    figures = nccl_figures(topology)
+    if figures is None:
+        return None
+    gpu = topology.machine.gpu
+    system = nccl_system(topology)
+    graphs = search(system)
+    where = (f"{system.ranks} ranks on {system.nodes} node{'s' if system.nodes > 1 else ''}")
+    yes = {True: "yes", False: "no"}
+    lines = [f"gpu             {gpu.model or '?'} (arch {gpu.arch})",
+             f"NCCL            launch {_us(figures.launch)} per call, cpu {figures.cpu}, "
+             f"NVLS {yes[figures.nvls]}, SHARP {yes[figures.sharp]}",
+             f"  {'class':<10}{'line rate':<14}reachable"]
+    for link_class in LINK_CLASSES:
+        reached = figures.reached(link_class)
+        if reached is not None:
+            line = figures.line[link_class]
+            lines.append(f"  {link_class:<10}{_gbps(line):<14}{_gbps(reached)} "
+                         f"({100 * reached / line:.3g}%)")
+    lines.append(f"  protocols, for {where} (base: per call; nvlink, pcie, network: "
+                 "latency per")
+    lines.append("  step by the route's slowest class, instead of the links'; wire: bytes per "
+                 "payload byte)")
+    lines.append(f"  {'family':<15}{'proto':<8}{'base':>7}{'nvlink':>8}{'pcie':>8}"
+                 f"{'network':>9}{'wire':>7}  {'channel cap':<13}GPU cap")
+    families = _families(topology, graphs)
+    for family in families:
+        for protocol in PROTOCOLS:
+            if family in SIMPLE_ONLY and protocol != "Simple":
+                continue
+            costs = protocol_costs(figures, gpu.arch, system.nodes, family, protocol)
+            lines.append(_protocol_line(costs, figures.line))
+    if "nvls" in families:
+        lines.append(f"  nvls: x{C.NVLS_EFFICIENCY[C.arch_row(gpu.arch)]:g} of NVLink's "
+                     "reachable (the switch's reduce and multicast); a message")
+        lines.append("  to or from the switch pays half of NCCL's round-trip latency")
+    lines.append(f"NCCL graphs     ({where}; NCCL's search, GB/s per channel)")
+    lines.append(f"  ring          {_graph(graphs.ring)}")
+    lines.append(f"  tree          {_graph(graphs.tree)}")
+    if graphs.nvls is not None:
+        lines.append(f"  nvls          {graphs.nvls.channels} heads, "
+                     f"{graphs.nvls.bw_intra:g} intra / {graphs.nvls.bw_inter:g} inter")
+    nvls = f", NVLS {graphs.nvls_channels}" if graphs.nvls_channels else ""
+    lines.append(f"  channels      {graphs.channels} at run time{nvls}")
+    return "\n".join(lines)
+
+
+def _families(topology: Topology, graphs: Graphs) -> list[str]:
+    """The algorithm families worth showing on this machine."""
+    families = ["ring", "nccl_tree"]
+    if graphs.nvls is not None:
+        families.append("nvls")
+        if topology.nodes > 1:
+            families.append("nvls_tree")
+    if nccl_figures(topology).sharp and topology.nodes > 1:
+        families += ["collnet_direct", "collnet_chain"]
+    return families
+
+
+def _protocol_line(costs: ProtocolCosts, line: Mapping[str, float]) -> str:
+    nvlink, pcie, network = (_us(x) if c in line else "-"
+                             for c, x in zip(LINK_CLASSES, costs.step_latency, strict=True))
+    return (f"  {costs.family:<15}{costs.protocol:<8}{_us(costs.base):>7}{nvlink:>8}{pcie:>8}"
+            f"{network:>9}{costs.wire_ratio:>7.4g}  {_gbps(costs.channel_cap):<13}"
+            f"{_gbps(costs.gpu_cap)}")
+
+
+def _graph(graph: Graph) -> str:
+    bws = f"{graph.bw_intra:g}" if graph.bw_intra == graph.bw_inter else \
+        f"{graph.bw_intra:g} intra / {graph.bw_inter:g} inter"
+    return (f"{graph.pattern}, {graph.channels} x {bws}, paths {graph.type_intra} / "
+            f"{graph.type_inter}")

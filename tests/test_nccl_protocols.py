@@ -1,0 +1,180 @@
+"""The per-message cost models of NCCL's protocols on a machine: launch = machine launch + NCCL's
+base latency, per-step latency by the slowest link class a route crosses (replacing the links'),
+wire ratio, reachable bandwidth per link, NCCL's per-channel and per-GPU caps; the ideal model
+where a machine declares nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from collsim.engine.costs import IDEAL, channel_bandwidth, path_costs
+from collsim.errors import InputError
+from collsim.hardware.loader import load_topology, topology_from_text
+from collsim.hardware.shipped import find_topology
+from collsim.nccl.protocols import cost_model
+from collsim.simulate import simulate
+
+
+def preset(name, **overrides):
+    return load_topology(find_topology(name), overrides)
+
+
+def route(topology, src, dst):
+    return [topology.links[i] for i in topology.route(src, dst)]
+
+
+H100 = preset("dgx-h100")
+CLUSTER = preset("h100-cluster", nodes=2)
+L40S = preset("l40s-pcie")
+US = 1e-6
+
+
+@pytest.mark.parametrize("topology", [
+    load_topology(find_topology("switch-64")), load_topology(find_topology("mesh-16")),
+    load_topology(find_topology("pcie-8gpu")), load_topology(find_topology("h100-cluster-2to1")),
+])
+def test_machines_without_nccl_figures_get_the_ideal_model(topology):
+    for protocol in ("LL", "LL128", "Simple"):
+        assert cost_model(topology, "ring", protocol) is IDEAL
+
+
+@pytest.mark.parametrize("protocol, base, nvlink, pcie, network, wire", [
+    # NCCL's baseLat and hwLat for Ring (notes §1.1), LL 8/16, LL128 120/128 bytes
+    ("LL", 6.6, 0.6, 1.0, 2.7, 2.0),
+    ("LL128", 14.0, 1.9, 2.5, 4.0, 128 / 120),
+    ("Simple", 8.4, 3.4, 5.7, 14.0, 1.0),
+])
+def test_ring_figures_by_protocol_and_link_class(protocol, base, nvlink, pcie, network, wire):
+    model = cost_model(CLUSTER, "ring", protocol)
+    assert model.launch == pytest.approx((4.2 + base) * US)   # h100-cluster's launch + base
+    assert model.wire_ratio == pytest.approx(wire)
+    # inside a node over NVLink; across nodes through PCIe, NIC and fabric: the slowest class
+    assert model.latency(route(CLUSTER, 0, 1)) == pytest.approx(nvlink * US)
+    assert model.latency(route(CLUSTER, 0, 8)) == pytest.approx(network * US)
+    assert cost_model(L40S, "ring", protocol).latency(route(L40S, 0, 7)) == \
+        pytest.approx(pcie * US)
+    # the links' own latencies are not added: a GPU-NVSwitch-GPU route has two 0.5 us hops
+    assert sum(link.latency for link in route(CLUSTER, 0, 1)) == pytest.approx(1 * US)
+
+
+def test_reachable_bandwidth_scales_every_link_of_a_class():
+    cluster = preset("h100-cluster", nodes=8)   # two leaves: spine links too
+    model = cost_model(cluster, "ring", "Simple")
+    by_kind = {link.kind: model.bandwidth(link) / link.bandwidth for link in cluster.links}
+    assert by_kind["nvlink"] == pytest.approx(370.8 / 450)
+    for kind in ("pcie", "pcie_uplink", "inter_socket"):
+        assert by_kind[kind] == pytest.approx(48 / 63)
+    for kind in ("nic", "fabric"):
+        assert by_kind[kind] == pytest.approx(0.96)
+    nvlink = next(link for link in CLUSTER.links if link.kind == "nvlink")
+    assert model.bandwidth(nvlink) == pytest.approx(370.8e9)
+    ll = cost_model(CLUSTER, "ring", "LL")
+    assert channel_bandwidth(ll, nvlink) == pytest.approx(370.8e9 / 2)  # 8 data bytes per 16
+
+
+@pytest.mark.parametrize("topology, family, protocol, channel_cap, gpu_cap", [
+    # NCCL's per-arch tables (notes §1.1), column by node count; GB/s of payload
+    (H100, "ring", "LL", None, 141.0),           # llMaxBw Hopper, one node
+    (CLUSTER, "ring", "LL", None, 39.0),         # two nodes: the CPU's row (Intel), N2
+    (preset("a100-cluster", nodes=2), "ring", "LL", None, 22.5),   # AMD CPUs, N2
+    (preset("h100-cluster", nodes=4), "ring", "LL", None, 20.4),   # Intel, N4+
+    (H100, "ring", "LL128", 36.7, None),          # perChMaxRingLL128Bw Hopper
+    (preset("dgx-b200"), "ring", "LL128", 40.0, None),
+    (H100, "ring", "Simple", None, None),
+    (H100, "nccl_tree", "Simple", 38.7, None),   # perChMaxTreeBw Hopper N1
+    (CLUSTER, "Tree", "Simple", 41.4, None),      # NCCL's spelling, N2
+    (CLUSTER, "nccl_tree", "LL128", 36.7, None),  # min(perChMaxTreeBw 41.4, LL128 36.7)
+    (preset("h100-cluster", nodes=4), "nccl_tree", "LL128", 29.0, None),
+    (H100, "nccl_tree", "LL", 38.7, 141.0),
+    (CLUSTER, "nvls_tree", "Simple", 57.7, None),  # perChMaxNVLSTreeBw Hopper N2
+    (H100, "nvls", "Simple", None, None),
+])
+def test_caps_come_from_nccls_tables(topology, family, protocol, channel_cap, gpu_cap):
+    model = cost_model(topology, family, protocol)
+    assert model.channel_cap == (None if channel_cap is None else pytest.approx(channel_cap * 1e9))
+    assert model.gpu_cap == (None if gpu_cap is None else pytest.approx(gpu_cap * 1e9))
+
+
+def test_the_node_column_follows_the_gpus_of_the_call():
+    cluster = preset("h100-cluster", nodes=16)
+    assert cost_model(cluster, "ring", "LL").gpu_cap == pytest.approx(20.4e9)
+    assert cost_model(cluster, "ring", "LL", gpus=range(16)).gpu_cap == pytest.approx(39e9)
+    assert cost_model(cluster, "ring", "LL", gpus=range(8)).gpu_cap == pytest.approx(141e9)
+
+
+def test_nvls_pays_half_a_switch_round_trip_per_message_and_reaches_less_of_nvlink():
+    nvls = cost_model(CLUSTER, "nvls", "Simple")
+    nvlink = next(link for link in CLUSTER.links if link.kind == "nvlink")
+    assert nvls.bandwidth(nvlink) == pytest.approx(370.8e9 * 0.85)   # nvlsEfficiency Hopper
+    assert nvls.latency(route(CLUSTER, 0, 1)) == pytest.approx(12.5 * US)  # 25 us round trip
+    assert nvls.launch == pytest.approx(4.2 * US)                      # NVLS base latency 0
+    tree = cost_model(CLUSTER, "nvls_tree", "Simple")
+    assert tree.latency(route(CLUSTER, 0, 1)) == pytest.approx(12.5 * US)
+    assert tree.latency(route(CLUSTER, 0, 8)) == pytest.approx(20.9 * US)  # a tree step
+    b200 = preset("dgx-b200")
+    nvlink = next(link for link in b200.links if link.kind == "nvlink")
+    assert cost_model(b200, "nvls", "Simple").bandwidth(nvlink) == \
+        pytest.approx(721.8e9 * 0.74)                                     # Blackwell
+
+
+def test_an_override_replaces_nccls_round_trip_figure():
+    t = preset("dgx-h100", **{"nccl.protocols.Simple.nvls.latency.nvlink": "20us",
+                              "nccl.protocols.Simple.latency.nvlink": "5us"})
+    assert cost_model(t, "nvls", "Simple").latency(route(t, 0, 1)) == pytest.approx(10 * US)
+    assert cost_model(t, "ring", "Simple").latency(route(t, 0, 1)) == pytest.approx(5 * US)
+
+
+def test_collnet_pays_half_the_network_round_trip_per_message():
+    sharp = preset("h100-cluster", nodes=2, **{"nccl.sharp": True})
+    direct = cost_model(sharp, "collnet_direct", "Simple")
+    assert direct.latency(route(sharp, 0, 8)) == pytest.approx(31.0 / 2 * US)
+    assert direct.latency(route(sharp, 0, 1)) == pytest.approx(3.7 * US)
+    assert cost_model(sharp, "collnet_chain", "Simple").latency(route(sharp, 0, 8)) == \
+        pytest.approx(15.0 * US)
+
+
+def test_overrides_replace_nccls_figures_family_first():
+    t = preset("h100-cluster", nodes=2, **{
+        "nccl.protocols.LL128.latency.nvlink": "3us", "nccl.protocols.LL128.base": "10us",
+        "nccl.protocols.LL128.ring.base": "12us", "nccl.protocols.LL128.channel_cap": "20GB/s",
+        "nccl.protocols.LL.gpu_cap": "50GB/s", "nccl.launch": "1us"})
+    ring, tree = cost_model(t, "ring", "LL128"), cost_model(t, "nccl_tree", "LL128")
+    assert ring.launch == pytest.approx(13 * US) and tree.launch == pytest.approx(11 * US)
+    assert ring.latency(route(t, 0, 1)) == tree.latency(route(t, 0, 1)) == pytest.approx(3 * US)
+    assert ring.latency(route(t, 0, 8)) == pytest.approx(4 * US)   # not overridden
+    assert ring.channel_cap == tree.channel_cap == pytest.approx(20e9)
+    assert cost_model(t, "ring", "LL").gpu_cap == pytest.approx(50e9)
+    assert cost_model(t, "ring", "Simple").launch == pytest.approx(9.4 * US)
+
+
+@pytest.mark.parametrize("family", ["nvls", "nvls_tree", "collnet_direct", "collnet_chain",
+                                    "pat"])
+def test_simple_only_families_refuse_other_protocols(family):
+    with pytest.raises(InputError, match="Simple protocol only"):
+        cost_model(H100, family, "LL128")
+    with pytest.raises(InputError, match="unknown NCCL protocol"):
+        cost_model(H100, "ring", "LL64")
+
+
+def test_the_engine_charges_the_model_ring_simple_on_a_dgx_h100():
+    # Every ring step moves n/8 over each GPU's NVLink port at 370.8 GB/s and pays Ring
+    # Simple's NVLink latency (3.4 us) instead of the links' 1 us; the call pays launch + base.
+    model = cost_model(H100, "ring", "Simple")
+    n = 2**30
+    result = simulate(H100, "allreduce", "ring", 8, n, costs=model)
+    expected = (14.9 + 8.4) * US + 14 * (3.4 * US + n / 8 / 370.8e9)
+    assert result.time_s == pytest.approx(expected, rel=1e-9)
+    assert result.analytic_time_s == pytest.approx(expected, rel=1e-9)
+    assert path_costs(H100, model) == pytest.approx((3.4 * US, 1 / 370.8e9))
+
+
+def test_a_file_with_its_own_nccl_section_builds_a_model():
+    text = ("kind: pcie\ngpus: 2\npcie: {switches: 1, link: {latency: 1us, bandwidth: 31GB/s},"
+            " uplink: {latency: 1us, bandwidth: 31GB/s}}\ngpu: {arch: 89}\n"
+            "nccl: {launch: 2us, cpu: amd, reachable: {pcie: 50%}}\n")
+    t = topology_from_text(text)
+    model = cost_model(t, "ring", "LL")
+    assert model.launch == pytest.approx(8.6 * US)
+    assert model.bandwidth(t.links[0]) == pytest.approx(15.5e9)
+    assert model.latency(route(t, 0, 1)) == pytest.approx(1.0 * US)
+    assert model.gpu_cap == pytest.approx(87.7e9)   # SM89 takes the Ampere row

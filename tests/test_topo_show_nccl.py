@@ -1,0 +1,67 @@
+"""``collsim topo show`` on machines with NCCL figures: line rate and reachable bandwidth per
+class, launch, each protocol's figures, and NCCL's graphs; nothing of it on other machines."""
+
+from __future__ import annotations
+
+import re
+
+from collsim.cli import main
+
+
+def show(capsys, *argv):
+    assert main(["topo", "show", *argv, "--no-bisection"]) == 0
+    return capsys.readouterr().out
+
+
+def row(out, *cells):
+    """The output line whose whitespace-separated cells start with ``cells``."""
+    for line in out.splitlines():
+        if line.split()[:len(cells)] == list(cells):
+            return line.split()
+    raise AssertionError(f"no line starting with {cells} in:\n{out}")
+
+
+def test_a_dgx_h100(capsys):
+    out = show(capsys, "dgx-h100")
+    assert "gpu             H100-SXM5-80GB (arch 90)" in out
+    assert "NCCL            launch 14.9us per call, cpu intel, NVLS yes, SHARP no" in out
+    assert row(out, "nvlink", "450") == ["nvlink", "450", "GB/s", "370.8", "GB/s", "(82.4%)"]
+    assert row(out, "pcie", "63")[3:] == ["48", "GB/s", "(76.2%)"]
+    assert row(out, "network", "50")[3:] == ["48", "GB/s", "(96%)"]
+    # family, protocol, base, nvlink, pcie, network, wire, channel cap, GPU cap
+    assert row(out, "ring", "LL") == ["ring", "LL", "6.6us", "0.6us", "1us", "2.7us", "2", "-",
+                                      "141", "GB/s"]
+    assert row(out, "ring", "LL128")[2:9] == ["14us", "1.9us", "2.5us", "4us", "1.067", "36.7",
+                                              "GB/s"]
+    assert row(out, "nccl_tree", "Simple")[-3:] == ["38.7", "GB/s", "-"]
+    assert row(out, "nvls", "Simple")[3] == "12.5us"
+    assert "nvls: x0.85 of NVLink's reachable" in out
+    assert row(out, "ring", "RING,") == ["ring", "RING,", "12", "x", "30,", "paths", "NVL", "/",
+                                         "PIX"]
+    assert "nvls          8 heads, 40 intra / 60 inter" in out
+    assert "channels      24 at run time, NVLS 16" in out
+    assert not re.search(r"nvls_tree|collnet", out)
+
+
+def test_a_cluster_shows_its_cross_node_figures(capsys):
+    out = show(capsys, "h100-cluster", "--set", "nodes=2", "--set", "nccl.launch=12us")
+    assert "launch 12us per call" in out and "(16 ranks on 2 nodes; NCCL's search" in out
+    assert row(out, "ring", "LL")[-2:] == ["39", "GB/s"]            # llMaxBw, Intel, 2 nodes
+    assert row(out, "nvls_tree", "Simple")[5:9] == ["20.9us", "1", "57.7", "GB/s"]  # N2 cap
+    assert row(out, "tree", "TREE,")[:4] == ["tree", "TREE,", "8", "x"]
+    assert "channels      16 at run time, NVLS 16" in out
+
+
+def test_sharp_shows_collnet_and_a_pcie_server_shows_only_its_classes(capsys):
+    out = show(capsys, "h100-cluster", "--set", "nodes=2", "--set", "nccl.sharp=true")
+    assert row(out, "collnet_direct", "Simple")[5] == "15.5us"     # half of 31 us
+    out = show(capsys, "l40s-pcie")
+    assert "\n  nvlink " not in out and row(out, "pcie", "31")[3:5] == ["24", "GB/s"]
+    assert row(out, "ring", "LL")[2:7] == ["6.6us", "-", "1us", "-", "2"]
+    assert "RING, 1 x 20, paths PHB / PIX" in out
+
+
+def test_machines_without_nccl_figures_show_none(capsys):
+    for name in ("switch-64", "pcie-8gpu", "h100-cluster-2to1"):
+        out = show(capsys, name)
+        assert "\nNCCL " not in out and "\ngpu " not in out
