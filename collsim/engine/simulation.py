@@ -13,6 +13,12 @@ rule, :mod:`collsim.engine.rendezvous`); combining received data occupies the re
 GPU (or switch, for a helper rank) for ``bytes * gamma``. A ``Parallel`` step forks one
 thread per sub-program; the rank resumes when all have finished.
 
+Each lane of a job combines on its own share of the GPU's reduce bandwidth: lane k of
+weight w_k gets ``w_k / sum(w)`` of it (a receive's ``lane`` says which), as NCCL's channels
+each reduce on their own SM. Combines on one share run one after another, whichever call
+they belong to. So a lane of C identical channels combines exactly as fast as the C
+channels side by side, and a job without lanes has the GPU's whole reduce bandwidth.
+
 Where the cost model caps bandwidth (:func:`collsim.engine.costs.caps`), a send from GPU g on
 lane k also crosses a virtual link (call, g, k) of ``weight_k x channel_cap`` and a virtual
 link (call, g) of ``gpu_cap``, created when first used; without caps routes are the
@@ -85,9 +91,9 @@ class Simulation:
         self.topology = topology
         self.costs = costs
         self.fabric = fabric(self.env, topology, costs, policy)
-        # When each endpoint's reduction unit is free: combines on one GPU run in turn,
-        # whichever call or channel they belong to.
-        self.reduce_free_at = [0.0] * topology.endpoint_count
+        # When each (endpoint, lane) share of a reduction unit is free: combines on one
+        # share run in turn, whichever call they belong to.
+        self.reduce_free_at: dict[tuple[int, int], float] = {}
         self.calls: list[Call] = []
         self.running = False
         self._starting: list[Call] = []  # started at the present instant before run()
@@ -155,6 +161,8 @@ class Call:
             self.ranks.append(RankState(job.nranks + h, where, programs(job.nranks + h, job),
                                         1.0 / helper.reduce_bandwidth))
         self.nranks = len(self.ranks)
+        total = sum(job.lanes)
+        self._lane_share = [weight / total for weight in job.lanes]  # of reduce bandwidth
         self._unfinished = self.nranks
         self._ready: deque[RankState] = deque()
         self._resuming = False
@@ -333,7 +341,7 @@ class Call:
         if sender.pending == 0 and not sender.posting:
             self._ready.append(sender)
         if recv.reduce and receiver.gamma:
-            self._combine(receiver, recv.count)
+            self._combine(receiver, recv.count, recv.lane)
         else:
             receiver.pending -= 1
             if receiver.pending == 0 and not receiver.posting:
@@ -341,18 +349,22 @@ class Call:
         if not self._resuming:
             self._resume_ready()
 
-    def _combine(self, state: RankState, count: int) -> None:
-        """Occupy ``state``'s reduction unit for combining ``count`` elements, after the
-        combines already queued there."""
-        cost = count * self.itemsize * state.gamma
+    def _combine(self, state: RankState, count: int, lane: int = 0) -> None:
+        """Occupy ``state``'s share of its reduction unit for lane ``lane`` for combining
+        ``count`` elements, after the combines already queued there."""
+        shares = self._lane_share
+        share = shares[lane] if 0 <= lane < len(shares) else 1.0
+        cost = count * self.itemsize * state.gamma / share
         if cost <= 0:
             self._op_done(state)
             return
         now = self.env.now
         free_at = self.simulation.reduce_free_at
-        start = free_at[state.gpu] if free_at[state.gpu] > now else now
-        free_at[state.gpu] = start + cost
-        call_later(self.env, free_at[state.gpu] - now, self._op_done, state)
+        unit = (state.gpu, lane)
+        free = free_at.get(unit, 0.0)
+        start = free if free > now else now
+        free_at[unit] = start + cost
+        call_later(self.env, free_at[unit] - now, self._op_done, state)
 
     # -- capped routes ----------------------------------------------------------------------
 
