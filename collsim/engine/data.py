@@ -92,7 +92,8 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
 
     def post(thread: _Thread, step) -> None:
         rank = thread.rank
-        if isinstance(step, Parallel):
+        kind = type(step)
+        if kind is Parallel:
             children = [_Thread(rank, iter(sub), thread) for sub in step.programs]
             threads.extend(children)
             thread.waiting_on = []
@@ -101,48 +102,53 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
             if not children:
                 ready.append(thread)
             return
-        ops = step if isinstance(step, (tuple, list)) else (step,)
-        thread.waiting_on = list(ops)
+        ops = step if kind is tuple or kind is list else (step,)
+        thread.waiting_on = ops
+        mine = buffers[rank]
         # A step's local operations apply first, in order; then every send takes its region
         # as it stands, whatever a receive of the same step may deliver into it.
+        links = 0
         for o in ops:
-            if isinstance(o, Reduce):
-                src = _region(buffers[rank], o.src_buf, o.src_offset, o.count, rank, o)
-                dst = _region(buffers[rank], o.dst_buf, o.dst_offset, o.count, rank, o)
+            kind = type(o)
+            if kind is Send or kind is Recv:
+                if o.peer == rank or not 0 <= o.peer < p:
+                    raise bad_peer(rank, o)
+                links += 1
+            elif kind is Reduce:
+                src = _region(mine, o.src_buf, o.src_offset, o.count, rank, o)
+                dst = _region(mine, o.dst_buf, o.dst_offset, o.count, rank, o)
                 ufunc(dst, src, out=dst)
-            elif isinstance(o, Copy):
+            elif kind is Copy:
                 if o.runs < 0:
                     raise SimulationError(f"rank {rank}: {o} has a negative number of runs")
                 for i in range(o.runs):
-                    src = _region(buffers[rank], o.src_buf, o.src_offset + i * o.src_stride,
+                    src = _region(mine, o.src_buf, o.src_offset + i * o.src_stride,
                                   o.count, rank, o)
-                    dst = _region(buffers[rank], o.dst_buf, o.dst_offset + i * o.dst_stride,
+                    dst = _region(mine, o.dst_buf, o.dst_offset + i * o.dst_stride,
                                   o.count, rank, o)
                     dst[...] = src
-            elif isinstance(o, Parallel):
+            elif kind is Parallel:
                 raise SimulationError(f"rank {rank}: a Parallel step must be a step by "
                                       "itself, not part of a tuple of operations")
-            elif not isinstance(o, (Send, Recv)):
+            else:
                 raise SimulationError(f"rank {rank}: the program yielded {o!r}, not an operation")
         knowledge = heard[rank]
-        snapshots = [_region(buffers[rank], o.buf, o.offset, o.count, rank, o).copy()
-                     if isinstance(o, Send) else None for o in ops]
-        links = [o for o in ops if isinstance(o, (Send, Recv))]
-        thread.outstanding = len(links)
+        snapshots = [_region(mine, o.buf, o.offset, o.count, rank, o).copy()
+                     if type(o) is Send else None for o in ops]
+        thread.outstanding = links
         if not links:
             ready.append(thread)
+            return
         for o, snapshot in zip(ops, snapshots, strict=True):
-            if isinstance(o, (Send, Recv)):
-                if o.peer == rank or not 0 <= o.peer < p:
-                    raise bad_peer(rank, o)
-                if isinstance(o, Send):
-                    recv = rendezvous.send((rank, o.peer, o.tag), (thread, snapshot, knowledge))
-                    if recv is not None:
-                        deliver(thread, recv[0], recv[1], snapshot, knowledge)
-                else:
-                    sent = rendezvous.recv((o.peer, rank, o.tag), (thread, o))
-                    if sent is not None:
-                        deliver(sent[0], thread, o, sent[1], sent[2])
+            kind = type(o)
+            if kind is Send:
+                recv = rendezvous.send((rank, o.peer, o.tag), (thread, snapshot, knowledge))
+                if recv is not None:
+                    deliver(thread, recv[0], recv[1], snapshot, knowledge)
+            elif kind is Recv:
+                sent = rendezvous.recv((o.peer, rank, o.tag), (thread, o))
+                if sent is not None:
+                    deliver(sent[0], thread, o, sent[1], sent[2])
 
     while ready:
         thread = ready.popleft()
