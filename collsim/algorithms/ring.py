@@ -48,8 +48,8 @@ def ring_reducescatter_steps(rank: int, job: Job, tags: Tags = TAGS,
     out_off, out_len = blocks(ring[(pos - 1) % p])
     for step, tag in enumerate(tags.range(p - 1)):
         in_off, in_len = blocks(ring[(pos - step - 2) % p])
-        yield (Send(right, tag, out_off, out_len, lane=lane),
-               Recv(left, tag, in_off, in_len, reduce=True, lane=lane))
+        yield (Send(right, tag, out_off, out_len, "buf", lane),
+               Recv(left, tag, in_off, in_len, "buf", True, lane))
         out_off, out_len = in_off, in_len  # what arrived is what goes on next
 
 
@@ -65,8 +65,8 @@ def ring_allgather_steps(rank: int, job: Job, tags: Tags = TAGS,
     out_off, out_len = blocks(ring[pos])
     for step, tag in enumerate(tags.range(p - 1)):
         in_off, in_len = blocks(ring[(pos - step - 1) % p])
-        yield (Send(right, tag, out_off, out_len, lane=lane),
-               Recv(left, tag, in_off, in_len, lane=lane))
+        yield (Send(right, tag, out_off, out_len, "buf", lane),
+               Recv(left, tag, in_off, in_len, "buf", False, lane))
         out_off, out_len = in_off, in_len  # what arrived is what goes on next
 
 
