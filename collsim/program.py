@@ -123,6 +123,12 @@ class HelperRank:
     reduce_bandwidth: float = math.inf
     scratch: int = 0
 
+    def __post_init__(self) -> None:
+        if not self.reduce_bandwidth > 0 or self.scratch < 0:
+            raise ValueError(f"helper rank on {self.endpoint!r}: reduce_bandwidth must be "
+                             f"positive and scratch not negative, got "
+                             f"{self.reduce_bandwidth!r} and {self.scratch!r}")
+
 
 @dataclass(frozen=True)
 class Job:

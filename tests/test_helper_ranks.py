@@ -137,3 +137,8 @@ def test_an_unknown_endpoint_is_named_with_the_ones_that_exist():
     with pytest.raises(SimulationError, match="has no endpoint 'nvswitch'; it has: switch"):
         TimingEngine(switch("s", 2, LATENCY, BANDWIDTH), [0, 1], nvls_job(2, 4, "nvswitch"),
                      nvls_like).run()
+
+
+def test_a_helper_rank_needs_a_positive_reduce_bandwidth():
+    with pytest.raises(ValueError, match="reduce_bandwidth must be positive"):
+        HelperRank("switch", reduce_bandwidth=0.0)
