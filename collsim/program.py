@@ -18,11 +18,23 @@ each send takes its region as it stands; received data lands after that. So a st
 pack a region with copies and send it, and a step that sends a region and receives into
 it exchanges the old contents. (The timing engine starts a step's sends at once: a send in
 the same step as a timed ``Reduce`` does not wait for it, so programs keep those apart.)
+
+A step may also be :class:`Parallel`: sub-programs that run independently (each posting its
+own steps, as NCCL's channels each run on their own SM); the rank resumes once all have
+finished. Sub-programs of one rank must use disjoint tags (:meth:`collsim.tags.Tags.part`).
+A send's ``lane`` says which of the job's lanes (groups of identical NCCL channels) carries it,
+which matters only where the cost model caps a channel's bandwidth.
+
+A job may declare helper ranks (:class:`HelperRank`), numbered after its ``nranks`` GPU ranks
+and placed on topology endpoints that are not GPUs (an NVSwitch, a network switch): they run
+programs like any rank, on scratch buffers, and combine what they receive at the switch's
+reduce bandwidth. Only the GPU ranks' results are checked against the collective.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -39,6 +51,7 @@ class Send:
     offset: int
     count: int
     buf: str = "buf"
+    lane: int = 0
 
 
 @dataclass(slots=True)
@@ -51,6 +64,7 @@ class Recv:
     count: int
     buf: str = "buf"
     reduce: bool = False
+    lane: int = 0
 
 
 @dataclass(slots=True)
@@ -83,9 +97,39 @@ class Copy:
     src_stride: int = 0
 
 
+@dataclass(slots=True)
+class Parallel:
+    """Sub-programs run side by side by one rank; the step completes when all have finished.
+
+    Each is a program of its own (a generator of steps, possibly with further ``Parallel``
+    steps) and posts independently of its siblings; a ``Parallel`` is a step by itself,
+    never part of a tuple of operations.
+    """
+
+    programs: Sequence[Iterator]
+
+
 Op = Send | Recv | Reduce | Copy
-Step = Op | tuple[Op, ...] | list[Op]
+Step = Op | tuple[Op, ...] | list[Op] | Parallel
 Program = Iterator[Step]
+
+
+@dataclass(frozen=True)
+class HelperRank:
+    """A rank placed on a topology endpoint that is not a GPU (``endpoint``: a name the
+    topology lists, e.g. ``n0.nvswitch`` or ``leaf0``), combining received data at
+    ``reduce_bandwidth`` bytes/s (free by default) in ``scratch`` elements of each of its
+    buffers ``buf`` and ``tmp`` (the job's count when 0)."""
+
+    endpoint: str
+    reduce_bandwidth: float = math.inf
+    scratch: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.reduce_bandwidth > 0 or self.scratch < 0:
+            raise ValueError(f"helper rank on {self.endpoint!r}: reduce_bandwidth must be "
+                             f"positive and scratch not negative, got "
+                             f"{self.reduce_bandwidth!r} and {self.scratch!r}")
 
 
 @dataclass(frozen=True)
@@ -108,6 +152,14 @@ class Job:
     params: dict[str, Any] = field(default_factory=dict)
     ring: tuple[int, ...] = ()
     nodes: tuple[int, ...] = ()
+    lanes: tuple[float, ...] = ()
+    helpers: tuple[HelperRank, ...] = ()
+    layout: Any = None
+
+    @property
+    def all_ranks(self) -> int:
+        """GPU ranks and helper ranks together: the ranks a program may name as peers."""
+        return self.nranks + len(self.helpers)
 
     def ring_order(self) -> tuple[int, ...]:
         """The ranks in ring order: topology-aware when the simulator set it, else 0..p-1."""

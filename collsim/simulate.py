@@ -13,6 +13,7 @@ from collsim.engine.timing import TimingEngine
 from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks, ring_order
 from collsim.hardware.topology import Topology
+from collsim.nccl.constants import MAX_CHANNELS
 from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
 from collsim.program import Job
 from collsim.units import UnitError, format_size, format_time, parse_size
@@ -72,6 +73,12 @@ def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> di
             raise InputError(str(exc), key="param.chunk_size") from None
         if checked["chunk_size"] <= 0:
             raise InputError("chunk_size must be positive", key="param.chunk_size")
+    if "channels" in checked:
+        channels = checked["channels"]
+        if isinstance(channels, bool) or not isinstance(channels, int) \
+                or not 1 <= channels <= MAX_CHANNELS:
+            raise InputError(f"channels must be a whole number from 1 to {MAX_CHANNELS} "
+                             f"(NCCL's MAXCHANNELS), got {channels!r}", key="param.channels")
     dtype = dtype_name(checked)
     if dtype not in DTYPES:
         raise InputError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}",
@@ -103,6 +110,8 @@ def make_job(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: i
               root=params.get("root", 0) if collective.rooted else 0, params=params,
               ring=tuple(ring_order(topology, gpus)),
               nodes=tuple(topology.node_of[g] for g in gpus))
+    if algorithm.prepare is not None:
+        job = algorithm.prepare(job, topology, gpus)
     return job, gpus
 
 

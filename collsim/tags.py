@@ -41,7 +41,15 @@ class Tags:
         """The tag space of phase ``k`` of this one, disjoint from every other phase's."""
         if not 0 <= k < PHASES:
             raise ValueError(f"phase {k} is not one of 0..{PHASES - 1}")
-        return Tags(self.first + self.stride * k, self.stride * PHASES)
+        return self.part(k, PHASES)
+
+    def part(self, k: int, parts: int) -> Tags:
+        """The tag space of part ``k`` of ``parts`` side-by-side sub-programs (NCCL channels,
+        any number of them): disjoint from the other parts, and :meth:`phase` is
+        ``part(k, PHASES)``, so phases and parts nest at any depth."""
+        if not 0 <= k < parts:
+            raise ValueError(f"part {k} is not one of 0..{parts - 1}")
+        return Tags(self.first + self.stride * k, self.stride * parts)
 
     def phases(self, count: int) -> tuple[Tags, ...]:
         """The spaces of phases 0 .. ``count``-1."""

@@ -10,6 +10,7 @@ from collsim.algorithms import (  # noqa: F401
     direct,
     double_binary_tree,
     hierarchical,
+    nccl,
     pairwise,
     recursive,
     ring,

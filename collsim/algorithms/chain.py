@@ -19,22 +19,28 @@ from collsim.tags import TAGS, Tags
 CHAIN_SOURCE = "Thakur, Rabenseifner & Gropp 2005; Pješivac-Grbović et al. 2007 (pipeline)"
 
 
-def chain_steps(rank: int, job: Job, chain: Sequence[int], reduce: bool, tags: Tags = TAGS
-                ) -> Program:
-    """Pipeline ``buf`` down ``chain`` (a sequence of every rank); combine on the way if
-    ``reduce``. Step i forwards chunk i-1 to the successor while chunk i arrives from the
-    predecessor, so both transfers of a hop are posted together (they must meet)."""
+def chain_steps(rank: int, job: Job, chain: Sequence[int], reduce: bool, tags: Tags = TAGS,
+                region: tuple[int, int] | None = None, chunks: int | None = None,
+                lane: int = 0) -> Program:
+    """Pipeline ``buf`` (or its ``region``, (offset, count)) down ``chain`` (a sequence of
+    every rank) in ``chunks`` chunks (default: of the job's chunk size); combine on the way
+    if ``reduce``; sends go on ``lane``. Step i forwards chunk i-1 to the successor while
+    chunk i arrives from the predecessor, so both transfers of a hop are posted together
+    (they must meet)."""
     pos = chain.index(rank)
     prev = chain[pos - 1] if pos > 0 else None
     succ = chain[pos + 1] if pos + 1 < len(chain) else None
-    chunks = chunk_count(job, job.count)
+    offset, count = region if region is not None else (0, job.count)
+    if chunks is None:
+        chunks = chunk_count(job, count)
     for i in range(chunks + 1):
         ops: list[Op] = []
         if succ is not None and i >= 1:
-            ops.append(Send(succ, tags[i - 1], *chunk_region(0, job.count, chunks, i - 1)))
+            ops.append(Send(succ, tags[i - 1], *chunk_region(offset, count, chunks, i - 1),
+                            lane=lane))
         if prev is not None and i < chunks:
-            ops.append(Recv(prev, tags[i], *chunk_region(0, job.count, chunks, i),
-                            reduce=reduce))
+            ops.append(Recv(prev, tags[i], *chunk_region(offset, count, chunks, i),
+                            reduce=reduce, lane=lane))
         if ops:
             yield tuple(ops)
 

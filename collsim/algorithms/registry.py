@@ -68,6 +68,9 @@ class Algorithm:
     ranks_text: str = "any"
     scratch: Callable[[Job], int] = lambda job: 0
     params: tuple[str, ...] = ()
+    # Called by the simulator with (job, topology, GPU of each rank) before the call: the
+    # job to run, with whatever the algorithm lays out from the machine (NCCL's channels).
+    prepare: Callable[[Job, Any, list[int]], Job] | None = None
 
     def check_ranks(self, p: int) -> None:
         """Raise InputError when this algorithm cannot serve ``p`` ranks."""

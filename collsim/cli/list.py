@@ -18,7 +18,7 @@ from collsim.params import COMMON_PARAMS, DEFAULT_CHUNK_BYTES, DEFAULT_DTYPE, DT
 from collsim.yamlfile import load_yaml
 
 # DESIGN.md's table of algorithm names, in its order; the listing follows it.
-NAME_ORDER = ["ring", "binomial", "chain", "binary_tree", "double_binary_tree",
+NAME_ORDER = ["ring", "nccl_tree", "binomial", "chain", "binary_tree", "double_binary_tree",
               "recursive_doubling", "halving_doubling", "recursive_halving", "scatter_allgather",
               "reducescatter_gather", "bruck", "direct", "pairwise", "linear", "parameter_server",
               "dissemination", "hierarchical"]

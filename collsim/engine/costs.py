@@ -12,6 +12,13 @@ bandwidth factor per message, as callbacks of its route):
   efficiency, a protocol's cap, ...);
 - ``wire_ratio``: bytes on the wire per payload byte (a protocol's flags and headers).
 
+It may also cap what NCCL's kernels can move, with two optional attributes read by
+:func:`caps` (``getattr(model, name, None)``): ``channel_cap``, the payload bytes/s one NCCL
+channel moves at most (LL128's per-channel maxima), and ``gpu_cap``, the payload bytes/s one
+GPU's channels move at most together in one call (LL's total). The fabric charges them as
+virtual links on the sending side (see :mod:`collsim.engine.simulation`); None, the default,
+caps nothing and costs nothing.
+
 The fabric applies the model where it builds its channels and caches its routes, never per
 transfer: a channel carries ``bandwidth(link) / wire_ratio`` payload bytes per second and a
 route's latency is ``latency(links)``. :func:`path_costs` derives the closed forms' alpha
@@ -60,6 +67,8 @@ class MessageCosts:
     per_hop: Mapping[str, float] = field(default_factory=dict)     # seconds per link, by kind
     efficiency: Mapping[str, float] = field(default_factory=dict)  # of line rate, by kind
     wire_ratio: float = 1.0    # bytes on the wire per payload byte
+    channel_cap: float | None = None  # payload bytes/s one NCCL channel moves at most
+    gpu_cap: float | None = None      # payload bytes/s a GPU's channels move together at most
 
     def latency(self, links: Sequence[Link]) -> float:
         total, per_hop = self.per_message, self.per_hop
@@ -76,6 +85,11 @@ class MessageCosts:
 
 
 IDEAL = MessageCosts()  # the links' own figures, no launch cost: today's canonical model
+
+
+def caps(model: CostModel) -> tuple[float | None, float | None]:
+    """(channel_cap, gpu_cap) of ``model`` in payload bytes/s, None where it caps nothing."""
+    return getattr(model, "channel_cap", None), getattr(model, "gpu_cap", None)
 
 
 def channel_bandwidth(model: CostModel, link: Link) -> float:
@@ -98,9 +112,11 @@ def path_costs(topology: Topology, model: CostModel) -> tuple[float, float] | No
     (:meth:`Topology.path_parameters`); a model other than :data:`IDEAL` may also charge by
     link kind, so then every route is checked too (on machines of more than CHECKED_PAIRS
     GPUs, the routes from and to GPU 0). On one GPU nothing moves and the topology's
-    figures stand.
+    figures stand. A model with caps (:func:`caps`) has no closed form.
     """
     figures = topology.path_parameters()
+    if any(cap is not None for cap in caps(model)):
+        return None  # a capped channel or GPU is a bottleneck no closed form knows
     if figures is None or topology.gpus < 2:
         return figures
     links = topology.links

@@ -93,8 +93,9 @@ class Fabric:
         self._new_flow = self.flow_class  # an instance attribute: the faster lookup
         # The cost model is applied here and where routes are built, never per transfer.
         self.channels = [Channel(channel_bandwidth(costs, link)) for link in topology.links]
-        # Routes by src * gpus + dst: an int key needs no tuple built per transfer.
-        self._gpus = topology.gpus
+        # Routes by src * endpoints + dst: an int key needs no tuple built per transfer.
+        # Endpoints are the GPUs, then the switches helper ranks may sit on.
+        self._stride = topology.endpoint_count
         self._routes: dict[int, tuple[tuple[Channel, ...], float, float]] = {}
         self._started: list[Flow] = []
         self._freed: list[Channel] = []
@@ -108,9 +109,10 @@ class Fabric:
         self._milestone_callbacks = [self._milestones]
 
     def route(self, src: int, dst: int) -> tuple[tuple[Channel, ...], float, float]:
-        """(channels, latency, bottleneck payload bandwidth) from GPU ``src`` to GPU
-        ``dst``, under the cost model."""
-        key = src * self._gpus + dst
+        """(channels, latency, bottleneck payload bandwidth) from endpoint ``src`` to
+        endpoint ``dst`` (GPUs, or the switches of :meth:`Topology.endpoints`), under the
+        cost model."""
+        key = src * self._stride + dst
         cached = self._routes.get(key)
         if cached is None:
             hops = self.topology.route(src, dst)
@@ -127,10 +129,13 @@ class Fabric:
         return cached
 
     def transfer(self, src: int, dst: int, size: float, on_done: Callable[[object], None],
-                 token: object = None) -> None:
-        """Move ``size`` bytes from GPU ``src`` to GPU ``dst``; call ``on_done(token)`` on
-        delivery."""
-        route = self._routes.get(src * self._gpus + dst)
+                 token: object = None,
+                 route: tuple[tuple[Channel, ...], float, float] | None = None) -> None:
+        """Move ``size`` bytes from endpoint ``src`` to endpoint ``dst``; call
+        ``on_done(token)`` on delivery. ``route``, if given, is the (channels, latency,
+        bottleneck) to use instead of the cached route (a route through virtual links)."""
+        if route is None:
+            route = self._routes.get(src * self._stride + dst)
         channels, latency, bottleneck = route if route else self.route(src, dst)
         self.transfers += 1
         if size <= 0 or not channels:

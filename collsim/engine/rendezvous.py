@@ -3,7 +3,7 @@ receive are both posted; they match by (source, destination, tag), oldest first.
 
 The timing and the data interpreter each keep a :class:`Rendezvous` of what their ranks have
 posted and not yet matched, with whatever they need to remember about each side (the
-timing engine its rank and operation, the data interpreter a snapshot of the data sent).
+posting thread and its operation; the data interpreter also a snapshot of the data sent).
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ from collsim.hardware.fabrics import nic_vertex
 from collsim.hardware.graph import LinkGraph, Router
 from collsim.hardware.grid import gray_order
 from collsim.hardware.nodes import NodeGraph
-from collsim.hardware.topology import Link, Topology
+from collsim.hardware.topology import Endpoint, Link, Topology
+
+SWITCH_KINDS = ("switch", "leaf", "spine")  # fabric vertices a helper rank may sit on
 
 
 class ClusterTopology(Topology):
@@ -42,6 +44,8 @@ class ClusterTopology(Topology):
         self.torus_dims = torus_dims
 
     def route(self, src: int, dst: int) -> tuple[int, ...]:
+        if src >= self.gpus or dst >= self.gpus:
+            return self._endpoint_route(src, dst)
         ns, ls = divmod(src, self.gpus_per_node)
         nd, ld = divmod(dst, self.gpus_per_node)
         if ns == nd:
@@ -58,6 +62,69 @@ class ClusterTopology(Topology):
 
     def path_parameters(self) -> tuple[float, float] | None:
         return self.node.uniform if self.node_count == 1 else None
+
+    def nic_of(self, gpu: int) -> int | None:
+        nics = self.node.nic_of_gpu
+        return nics[gpu % self.gpus_per_node] if nics else None
+
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """Each node's NVSwitch (``n<k>.nvswitch``, on nvswitch nodes), then the network's
+        switches by their fabric names (``switch``, ``leaf0``, ``rail3``, ``spine0``)."""
+        found = self.__dict__.get("_endpoints")
+        if found is None:
+            names: list[tuple[str, str, int | None]] = []
+            if "nvswitch" in self.node.graph.vertices:
+                names += [(f"n{n}.nvswitch", "nvswitch", n) for n in range(self.node_count)]
+            if self.fabric is not None:
+                names += [(v.name, v.kind, None) for v in self.fabric.vertices.values()
+                          if v.kind in SWITCH_KINDS]
+            found = tuple(Endpoint(name, self.gpus + i, kind, node)
+                          for i, (name, kind, node) in enumerate(names))
+            self._endpoints = found
+        return found
+
+    def _endpoint_route(self, src: int, dst: int) -> tuple[int, ...]:
+        """Routes to and from switch endpoints: a GPU reaches its node's NVSwitch by its
+        NVLink, and a network switch through its NIC and the fabric's shortest path."""
+        if src == dst:
+            return ()
+        a, b = self._place(src), self._place(dst)
+        if a[0] == "gpu" and b[0] == "nvswitch" and a[1] == b[1]:
+            return self._in_node(a[1], self.node.router.path(self.node.gpus[a[2]], "nvswitch"))
+        if a[0] == "nvswitch" and b[0] == "gpu" and a[1] == b[1]:
+            return self._in_node(b[1], self.node.router.path("nvswitch", self.node.gpus[b[2]]))
+        if self.fabric is not None and "nvswitch" not in (a[0], b[0]):
+            router = self.fabric_router or Router(self.fabric)
+            self.fabric_router = router
+            net = self.fabric_offset
+            if a[0] == "gpu":
+                _, node, local = a
+                nic = nic_vertex(node, self.node.nic_of_gpu[local])
+                return (self._in_node(node, self.node.to_nic(local))
+                        + tuple(i + net for i in router.path(nic, b[1])))
+            if b[0] == "gpu":
+                _, node, local = b
+                nic = nic_vertex(node, self.node.nic_of_gpu[local])
+                return (tuple(i + net for i in router.path(a[1], nic))
+                        + self._in_node(node, self.node.from_nic(local)))
+            return tuple(i + net for i in router.path(a[1], b[1]))
+        raise ValueError(f"{self.name}: no route from {self._name(src)} to {self._name(dst)}")
+
+    def _place(self, index: int) -> tuple:
+        """("gpu", node, local index), ("nvswitch", node) or ("fabric", vertex name)."""
+        if index < self.gpus:
+            return ("gpu", *divmod(index, self.gpus_per_node))
+        endpoint = self.endpoints()[index - self.gpus]
+        if endpoint.kind == "nvswitch":
+            return ("nvswitch", endpoint.node)
+        return ("fabric", endpoint.name)
+
+    def _name(self, index: int) -> str:
+        return f"GPU {index}" if index < self.gpus else self.endpoints()[index - self.gpus].name
+
+    def _in_node(self, node: int, route: tuple[int, ...]) -> tuple[int, ...]:
+        shift = node * self.links_per_node
+        return tuple(i + shift for i in route)
 
     def node_order(self) -> list[int]:
         """Nodes in the order a ring should visit them (a torus is walked in Gray order)."""

@@ -75,19 +75,27 @@ def _spread(topology: Topology, ranks: int) -> list[int]:
 
 def ring_order(topology: Topology, gpus_of_ranks: Sequence[int]) -> tuple[int, ...]:
     """The ranks in a topology-aware ring order (see the module docstring)."""
+    order: list[int] = []
+    for index, path in enumerate(node_rings(topology, gpus_of_ranks)):
+        order.extend(reversed(path) if index % 2 else path)
+    return tuple(order)
+
+
+def node_rings(topology: Topology, gpus_of_ranks: Sequence[int]) -> list[list[int]]:
+    """Each node's ranks in its local ring order (:func:`local_ring`), nodes in the order a
+    ring visits them; nodes without ranks are left out."""
     by_node: dict[int, list[int]] = {}
     for rank, gpu in enumerate(gpus_of_ranks):
         by_node.setdefault(topology.node_of[gpu], []).append(rank)
     visit = getattr(topology, "node_order", None)
     nodes = [n for n in visit() if n in by_node] if visit is not None else sorted(by_node)
-    order: list[int] = []
-    for index, node in enumerate(nodes):
+    rings = []
+    for node in nodes:
         ranks = by_node[node]
         local = local_ring(topology, [gpus_of_ranks[r] for r in ranks])
         rank_of = {gpus_of_ranks[r]: r for r in ranks}
-        path = [rank_of[g] for g in local]
-        order.extend(reversed(path) if index % 2 else path)
-    return tuple(order)
+        rings.append([rank_of[g] for g in local])
+    return rings
 
 
 def local_ring(topology: Topology, gpus: Sequence[int], budget: int = 20000) -> list[int]:

@@ -26,6 +26,18 @@ class Link:
         return f"{self.src}->{self.dst}"
 
 
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A point of the machine other than a GPU that a helper rank may sit on: ``index``
+    (after the GPUs) in routes, ``kind`` (``nvswitch``, ``switch``, ``leaf``, ``spine``) and
+    the node it belongs to (None for the network's switches)."""
+
+    name: str
+    index: int
+    kind: str
+    node: int | None = None
+
+
 @dataclass(eq=False, repr=False)
 class Topology:
     """Base of every machine: GPUs 0..gpus-1, directed links, and a route between GPUs.
@@ -63,8 +75,35 @@ class Topology:
         return max(self.node_of) + 1 if self.node_of else 1
 
     def route(self, src: int, dst: int) -> tuple[int, ...]:
-        """Indices into :attr:`links` of the directed links from GPU ``src`` to GPU ``dst``."""
+        """Indices into :attr:`links` of the directed links from GPU ``src`` to GPU ``dst``;
+        either may also be the index of an :meth:`endpoints` switch."""
         raise NotImplementedError
+
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """The switches helper ranks may sit on, indexed from ``gpus`` on (none here)."""
+        return ()
+
+    @property
+    def endpoint_count(self) -> int:
+        """GPUs and switch endpoints together: the size of the space routes are keyed in."""
+        return self.gpus + len(self.endpoints())
+
+    def endpoint(self, name: str) -> int:
+        """The route index of the endpoint called ``name``; ValueError naming the others."""
+        for endpoint in self.endpoints():
+            if endpoint.name == name:
+                return endpoint.index
+        names = ", ".join(e.name for e in self.endpoints()) or "none"
+        raise ValueError(f"topology '{self.name}' has no endpoint {name!r}; it has: {names}")
+
+    def nvswitch(self, node: int) -> str | None:
+        """The name of node ``node``'s NVSwitch endpoint, or None if it has none."""
+        return next((e.name for e in self.endpoints()
+                     if e.kind == "nvswitch" and e.node == node), None)
+
+    def nic_of(self, gpu: int) -> int | None:
+        """Which of its node's NICs GPU ``gpu`` reaches the network through (None: no NIC)."""
+        return None
 
     def path_parameters(self) -> tuple[float, float] | None:
         """(alpha, beta) when every GPU pair sees the same latency and bandwidth, else None."""
@@ -81,10 +120,19 @@ class SwitchTopology(Topology):
     """Every GPU has one full-duplex port to one non-blocking switch (DESIGN.md's ``switch``).
 
     Link 2g carries GPU g's traffic up to the switch, link 2g+1 the switch's traffic down.
+    The switch itself is the endpoint ``switch`` (index ``gpus``).
     """
 
     def route(self, src: int, dst: int) -> tuple[int, ...]:
-        return (2 * src, 2 * dst + 1)
+        gpus = self.gpus
+        if src < gpus and dst < gpus:
+            return (2 * src, 2 * dst + 1)
+        if src < gpus:
+            return (2 * src,)      # up to the switch
+        return (2 * dst + 1,) if dst < gpus else ()
+
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        return (Endpoint("switch", self.gpus, "switch"),)
 
     def path_parameters(self) -> tuple[float, float] | None:
         link = self.links[0]

@@ -1,0 +1,62 @@
+"""What NCCL's ring and tree programs share: the channel count, the layout the simulator
+prepares, and how the buffer is cut into lanes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from collsim.nccl.constants import BUFFER_BYTES, NCCL_STEPS
+from collsim.nccl.layout import Lanes, Layout, layout_of, machine_layout
+from collsim.program import Job, Parallel, Program, span
+from collsim.tags import TAGS, Tags
+
+# A Simple-protocol step: the buffer (DEFAULT_BUFFSIZE) over its NCCL_STEPS slots, 512 KiB;
+# NCCL's chunk for Tree, Broadcast and Reduce with Simple (notes §3.2).
+SIMPLE_STEP_BYTES = BUFFER_BYTES[2] // NCCL_STEPS
+
+
+def channel_count(job: Job) -> int:
+    """The job's ``channels`` parameter (1 when unset)."""
+    return int(job.params.get("channels", 1))
+
+
+def prepare(lanes_of: Callable[[Layout], Lanes]) -> Callable[[Job, Any, list[int]], Job]:
+    """A registry ``prepare`` hook: lay the channels out on the machine and declare the
+    lanes ``lanes_of(layout)`` gives (the ring's or the tree's)."""
+    def hook(job: Job, topology: Any, gpus: list[int]) -> Job:
+        layout = machine_layout(topology, gpus, channel_count(job))
+        return replace(job, layout=layout, lanes=lanes_of(layout).weights)
+    return hook
+
+
+def lanes_and_layout(job: Job, lanes_of: Callable[[Layout], Lanes]
+                     ) -> tuple[int, Layout, Lanes]:
+    """(channels, layout, lanes) of ``job``: prepared by the simulator, or made from the
+    job alone."""
+    channels = channel_count(job)
+    layout = layout_of(job, channels)
+    return channels, layout, lanes_of(layout)
+
+
+def lane_region(job: Job, channels: int, lanes: Lanes, lane: int, count: int | None = None
+                ) -> tuple[int, int]:
+    """(offset, count) of lane ``lane``'s part of ``count`` elements (the buffer by
+    default): the buffer is cut into one piece per channel and a lane takes its channels'
+    pieces together."""
+    total = job.count if count is None else count
+    return span(total, channels, lanes.first_block(lane), lanes.weights[lane])
+
+
+def lane_tags(lanes: Lanes, lane: int) -> Tags:
+    """Lane ``lane``'s own tag space (the whole space when there is one lane)."""
+    return TAGS if len(lanes.channels) == 1 else TAGS.part(lane, len(lanes.channels))
+
+
+def side_by_side(programs: list[Iterator]) -> Program:
+    """One program when there is one lane, else the lanes as a ``Parallel`` step."""
+    if len(programs) == 1:
+        yield from programs[0]
+    elif programs:
+        yield Parallel(programs)

@@ -1,0 +1,199 @@
+"""NCCL's ring (``Ring``): ``channels`` rings side by side, each over its own piece of the
+buffer and in its own ring order (:mod:`collsim.nccl.layout`: on a cluster each crosses
+nodes through its own NIC), identical channels merged into lanes.
+
+The buffer is cut into one contiguous piece per channel (on element boundaries; a piece may
+be empty); allgather and reduce-scatter cut every rank's block that way instead, as NCCL
+does. Each channel runs the textbook ring over its piece in one loop: 2(p-1) steps for
+allreduce, p-1 for allgather and reduce-scatter, so the per-step latency is charged as
+NCCL's model charges it (NCCL pipelines loops of ``nRanks`` chunks; the loops are not
+simulated). Broadcast and reduce are NCCL's ring pipelines from and to the root
+(``PipelineFrom``/``PipelineTo``): chunks of ``chunk_size`` per channel (NCCL's Simple step,
+512 KiB, by default) along the ring from the root, or along it to the root.
+
+With one channel, or on one node where every channel is the same ring and all merge into
+one lane, this is exactly the textbook ring on ``job.ring_order()`` (same transfers, same
+times), so the closed forms below hold on the canonical kinds for any channel count.
+"""
+
+from __future__ import annotations
+
+from collsim.algorithms.chain import CHAIN_TEXT, chain_steps
+from collsim.algorithms.nccl.channels import (
+    SIMPLE_STEP_BYTES,
+    lane_region,
+    lane_tags,
+    lanes_and_layout,
+    prepare,
+    side_by_side,
+)
+from collsim.algorithms.registry import Cost, register
+from collsim.algorithms.ring import (
+    RING_SOURCE,
+    ring_allgather_cost,
+    ring_allgather_steps,
+    ring_allreduce_cost,
+    ring_reducescatter_cost,
+    ring_reducescatter_steps,
+)
+from collsim.nccl.layout import Lanes, Layout
+from collsim.program import Job, Program, block, span
+
+NCCL_SOURCE = "NCCL src/device/all_reduce.h runRing, src/graph/connect.cc (notes §2.5, §3.3, §3.7)"
+PARAMS = ("channels",)
+
+
+def _ring_lanes(layout: Layout) -> Lanes:
+    return layout.ring_lanes
+
+
+PREPARE = prepare(_ring_lanes)
+
+
+def _allreduce_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int,
+                    lane: int) -> Program:
+    ring = layout.channels[lanes.channels[lane][0]].ring
+    offset, count = lane_region(job, channels, lanes, lane)
+    p = job.nranks
+    if offset == 0 and count == job.count:
+        blocks = None  # the whole buffer: the textbook ring's own blocks
+
+    else:
+        def blocks(b: int) -> tuple[int, int]:
+            start, length = block(count, p, b)
+            return offset + start, length
+    tags = lane_tags(lanes, lane)
+    yield from ring_reducescatter_steps(rank, job, tags.phase(0), ring, blocks, lane)
+    yield from ring_allgather_steps(rank, job, tags.phase(1), ring, blocks, lane)
+
+
+def _blockwise_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int,
+                    lane: int, reduce: bool) -> Program:
+    """The lane's piece of every rank's block, for allgather and reduce-scatter."""
+    ring = layout.channels[lanes.channels[lane][0]].ring
+    p, first, weight = job.nranks, lanes.first_block(lane), lanes.weights[lane]
+    if weight == channels:
+        blocks = None
+    else:
+        def blocks(b: int) -> tuple[int, int]:
+            start, length = block(job.count, p, b)
+            inner, piece = span(length, channels, first, weight)
+            return start + inner, piece
+    steps = ring_reducescatter_steps if reduce else ring_allgather_steps
+    yield from steps(rank, job, lane_tags(lanes, lane), ring, blocks, lane)
+
+
+def _lanes(job: Job) -> tuple[int, Layout, Lanes]:
+    return lanes_and_layout(job, _ring_lanes)
+
+
+@register(
+    "allreduce", "ring",
+    formula="2(p-1)·α + 2(p-1)/p·n·β + (p-1)/p·n·γ (any number of channels)",
+    cost=ring_allreduce_cost,
+    source=f"{RING_SOURCE}; {NCCL_SOURCE}",
+    summary="NCCL's ring: per channel, ring reduce-scatter then ring allgather of its piece",
+    params=PARAMS,
+    prepare=PREPARE,
+)
+def nccl_ring_allreduce(rank: int, job: Job) -> Program:
+    """Each lane reduce-scatters, then allgathers, its piece around its ring."""
+    channels, layout, lanes = _lanes(job)
+    return side_by_side([_allreduce_lane(rank, job, layout, lanes, channels, lane)
+                         for lane in range(len(lanes.channels))])
+
+
+@register(
+    "allgather", "ring",
+    formula="(p-1)·α + (p-1)/p·n·β (any number of channels)",
+    cost=ring_allgather_cost,
+    source=f"{RING_SOURCE}; {NCCL_SOURCE}",
+    summary="NCCL's ring: per channel, its piece of every block travels p-1 hops",
+    params=PARAMS,
+    prepare=PREPARE,
+)
+def nccl_ring_allgather(rank: int, job: Job) -> Program:
+    """Each lane passes its piece of every block around its ring."""
+    channels, layout, lanes = _lanes(job)
+    return side_by_side([_blockwise_lane(rank, job, layout, lanes, channels, lane, False)
+                         for lane in range(len(lanes.channels))])
+
+
+@register(
+    "reducescatter", "ring",
+    formula="(p-1)·α + (p-1)/p·n·(β + γ) (any number of channels)",
+    cost=ring_reducescatter_cost,
+    source=f"{RING_SOURCE}; {NCCL_SOURCE}",
+    summary="NCCL's ring: per channel, its piece of every block is combined p-1 hops",
+    params=PARAMS,
+    prepare=PREPARE,
+)
+def nccl_ring_reducescatter(rank: int, job: Job) -> Program:
+    """Each lane combines its piece of every block around its ring."""
+    channels, layout, lanes = _lanes(job)
+    return side_by_side([_blockwise_lane(rank, job, layout, lanes, channels, lane, True)
+                         for lane in range(len(lanes.channels))])
+
+
+def _pipeline_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int,
+                   lane: int, to_root: bool) -> Program:
+    """The lane's piece pipelined along its ring from the root (or to it), in chunks of
+    ``chunk_size`` per channel."""
+    ring = layout.channels[lanes.channels[lane][0]].ring
+    start = ring.index(job.root)
+    order = ring[start:] + ring[:start]
+    if to_root:
+        order = order[1:] + order[:1]
+    offset, count = lane_region(job, channels, lanes, lane)
+    per_chunk = lanes.weights[lane] * job.chunk_elements(SIMPLE_STEP_BYTES)
+    chunks = max(1, -(-count // per_chunk))
+    yield from chain_steps(rank, job, order, to_root, lane_tags(lanes, lane),
+                           (offset, count), chunks, lane)
+
+
+def _pipeline_cost(c: Cost, per_byte: float) -> float:
+    """(p-2+k)·(α + n/k·per_byte) with k = ⌈n / (channels · chunk)⌉ (NCCL's Simple step
+    of 512 KiB by default)."""
+    if c.p == 1:
+        return 0.0
+    channels = int(c.params.get("channels", 1))
+    chunk = float(c.params.get("chunk_size", SIMPLE_STEP_BYTES))
+    k = max(1, -(-int(c.n) // int(channels * chunk)))
+    return (c.p - 2 + k) * (c.alpha + c.n / k * per_byte)
+
+
+PIPELINE_TEXT = CHAIN_TEXT.replace("⌈n/chunk⌉", "⌈n/(channels·chunk)⌉")
+
+
+@register(
+    "broadcast", "ring",
+    formula=PIPELINE_TEXT + "(p-2+k)·(α + n/k·β)",
+    cost=lambda c: _pipeline_cost(c, c.beta),
+    source=f"NCCL src/device/broadcast.h (ring pipeline from the root, notes §3.7); {RING_SOURCE}",
+    summary="NCCL's ring: per channel, its piece pipelined in chunks along the ring from the "
+            "root",
+    params=("root", "channels", "chunk_size"),
+    prepare=PREPARE,
+)
+def nccl_ring_broadcast(rank: int, job: Job) -> Program:
+    """Each lane pipelines its piece from the root around its ring."""
+    channels, layout, lanes = _lanes(job)
+    return side_by_side([_pipeline_lane(rank, job, layout, lanes, channels, lane, False)
+                         for lane in range(len(lanes.channels))])
+
+
+@register(
+    "reduce", "ring",
+    formula=PIPELINE_TEXT + "(p-2+k)·(α + n/k·(β + γ))",
+    cost=lambda c: _pipeline_cost(c, c.beta + c.gamma),
+    source=f"NCCL src/device/reduce.h (ring pipeline to the root, notes §3.7); {RING_SOURCE}",
+    summary="NCCL's ring: per channel, its piece combined chunk by chunk along the ring to "
+            "the root",
+    params=("root", "channels", "chunk_size"),
+    prepare=PREPARE,
+)
+def nccl_ring_reduce(rank: int, job: Job) -> Program:
+    """Each lane pipelines its piece around its ring, combining, to the root."""
+    channels, layout, lanes = _lanes(job)
+    return side_by_side([_pipeline_lane(rank, job, layout, lanes, channels, lane, True)
+                         for lane in range(len(lanes.channels))])

@@ -1,0 +1,127 @@
+"""NCCL's tree allreduce (``Tree``): per channel, a chain inside each node and a double
+binary tree across nodes (:mod:`collsim.nccl.layout`), reducing up and broadcasting down
+at the same time, pipelined in chunks (notes §3.4, ``runTreeSplit``).
+
+Every rank but the root runs two sub-programs side by side, as NCCL's two thread groups:
+*up* receives chunk i from its children (combining) while it passes chunk i-1 to its
+parent, and *down* receives chunk i from its parent while it passes chunk i-1 to its
+children. The root combines chunk i from its children while it sends chunk i-1 back down.
+Chunks are ``chunk_size`` bytes per channel: NCCL's Tree chunk with the Simple protocol,
+512 KiB, by default (notes §3.2).
+
+**Chunk cap.** A lane runs at most ``K = ⌈(D-1)·16⌉`` chunks, D = 2 × the depth of its
+tree in hops (a chunk goes up and back down); beyond that the chunks are made larger. For a
+pipeline whose chunk time is set by its slowest hop, K chunks instead of k > K take
+``(D-1)·s·(1/K - 1/k)`` longer to fill (s: the streaming time of the lane's bytes), at most
+``(D-1)/K ≤ 1/16`` of the streaming time, and pay ``(k-K)`` fewer per-chunk latencies.
+So the capped time is at most 1/16 (6.25%) above the uncapped simulation, minus the
+latencies of the chunks merged.
+"""
+
+from __future__ import annotations
+
+import math
+
+from collsim.algorithms.chunks import chunk_region
+from collsim.algorithms.nccl.channels import (
+    SIMPLE_STEP_BYTES,
+    lane_region,
+    lane_tags,
+    lanes_and_layout,
+    prepare,
+    side_by_side,
+)
+from collsim.algorithms.registry import Cost, register
+from collsim.nccl.layout import Lanes, Layout
+from collsim.program import Job, Op, Parallel, Program, Recv, Send
+
+MAX_FILL_ERROR = 1 / 16  # the chunk cap keeps the pipeline's extra fill under this share
+
+
+def _tree_lanes(layout: Layout) -> Lanes:
+    return layout.tree_lanes
+
+
+def chunk_cap(depth: int) -> int:
+    """Chunks a lane whose tree is ``depth`` hops deep runs at most (see the module
+    docstring)."""
+    return max(1, math.ceil((2 * depth - 1) / MAX_FILL_ERROR))
+
+
+def lane_chunks(count: int, weight: int, chunk_elements: int, depth: int) -> int:
+    """Chunks of a lane of ``weight`` channels moving ``count`` elements: one per
+    ``chunk_elements`` of each channel's piece, at least one, at most the cap."""
+    return min(max(1, -(-count // (weight * chunk_elements))), chunk_cap(depth))
+
+
+def _lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int, lane: int
+          ) -> Program:
+    channel = lanes.channels[lane][0]
+    parent, children = layout.tree_role(channel, rank)
+    offset, count = lane_region(job, channels, lanes, lane)
+    chunks = lane_chunks(count, lanes.weights[lane], job.chunk_elements(SIMPLE_STEP_BYTES),
+                         layout.tree_depth(channel))
+    regions = [chunk_region(offset, count, chunks, i) for i in range(chunks)]
+    tags = lane_tags(lanes, lane)
+    up, down = tags.phase(0), tags.phase(1)
+    if parent is None:  # the root turns each chunk around
+        yield from _steps(regions, [(child, up, True) for child in children],
+                          [(child, down) for child in children], lane)
+        return
+    yield Parallel([
+        _steps(regions, [(child, up, True) for child in children], [(parent, up)], lane),
+        _steps(regions, [(parent, down, False)], [(child, down) for child in children], lane),
+    ])
+
+
+def _steps(regions: list[tuple[int, int]], receive: list, send: list, lane: int) -> Program:
+    """Step i receives chunk i from each of ``receive`` ((peer, tags, combine)) while it
+    sends chunk i-1 to each of ``send`` ((peer, tags)); empty steps are skipped."""
+    for i in range(len(regions) + 1):
+        ops: list[Op] = []
+        if i < len(regions):
+            ops += [Recv(peer, tags[i], *regions[i], reduce=combine, lane=lane)
+                    for peer, tags, combine in receive]
+        if i >= 1:
+            ops += [Send(peer, tags[i - 1], *regions[i - 1], lane=lane) for peer, tags in send]
+        if ops:
+            yield tuple(ops)
+
+
+def _cost(c: Cost) -> float:
+    """A model on one node (a chain of p ranks, every channel in one lane), k chunks of
+    c = n/k: the first chunk goes 2(p-1) hops, combined on the p-1 up, and each further
+    chunk adds a hop time; a rank's port carries a chunk up and one down in most of them,
+    so the bytes cost (p + k - 2)·c·(2β + γ). For p = 2 the up and down transfers use
+    different ports. An upper bound on the simulation, within 20% of it on ``switch``."""
+    if c.p == 1:
+        return 0.0
+    channels = int(c.params.get("channels", 1))
+    chunk = float(c.params.get("chunk_size", SIMPLE_STEP_BYTES))
+    k = min(max(1, math.ceil(c.n / (channels * chunk))), chunk_cap(c.p - 1))
+    size = c.n / k
+    if c.p == 2:
+        return (k + 1) * (c.alpha + size * c.beta) + k * size * c.gamma
+    return (2 * (c.p - 1) + k - 1) * c.alpha + (c.p + k - 2) * size * (2 * c.beta + c.gamma)
+
+
+@register(
+    "allreduce", "nccl_tree",
+    formula="k = min(⌈n/(channels·chunk)⌉, 16(2(p-1)-1)), c = n/k: (2(p-1) + k - 1)·α + "
+            "(p + k - 2)·c·(2β + γ); p = 2: (k+1)·(α + c·β) + k·c·γ (a model of one node's "
+            "chain: an upper bound, up to ~20% above the simulation on switch)",
+    cost=_cost,
+    source="NCCL src/graph/trees.cc, src/device/all_reduce.h runTreeSplit (notes §2.6, §3.4)",
+    summary="NCCL's tree: per channel a chain inside each node and a double binary tree "
+            "across nodes, reduce-up and broadcast-down pipelined in chunks",
+    exact="contention",
+    params=("channels", "chunk_size"),
+    prepare=prepare(_tree_lanes),
+)
+def nccl_tree_allreduce(rank: int, job: Job) -> Program:
+    """Every lane reduces up and broadcasts down its tree."""
+    if job.nranks == 1:
+        return iter(())
+    channels, layout, lanes = lanes_and_layout(job, _tree_lanes)
+    return side_by_side([_lane(rank, job, layout, lanes, channels, lane)
+                         for lane in range(len(lanes.channels))])
