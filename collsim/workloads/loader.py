@@ -152,6 +152,7 @@ class _Reader:
             self.problems.append(self.error(("parallelism", "pipeline"), f"{layers} layers do "
                                  f"not split evenly into {par.pipeline} pipeline stages"))
         per_layer = self.attempt(self.parameters, layers)
+        failed = len(self.problems)
         activation = self.attempt(self.activation, dtypes.activations)
         experts = None
         if "experts" in section:
@@ -160,7 +161,7 @@ class _Reader:
                                          ("pipeline", par.pipeline > 1),
                                          ("expert", experts is not None and par.expert > 1))
                  if used]
-        if needs and activation is None:
+        if needs and activation is None and len(self.problems) == failed:
             self.problems.append(self.error(("model",), f"{' and '.join(needs)} parallelism "
                                  f"moves activations: give model.activation (bytes per "
                                  f"micro-batch per layer) or model.hidden, sequence and "
@@ -193,9 +194,10 @@ class _Reader:
         if not named:
             return None
         missing = [key for key in shape if shape[key] is None]
-        if missing:
-            raise self.error(("model", missing[0]), f"required with {', '.join(named)}: the "
-                             f"activation is hidden x sequence x micro_batch values")
+        if missing:  # reported at the line of the keys that ask for it
+            raise InputError(f"required with {', '.join(named)}: the activation is hidden x "
+                             f"sequence x micro_batch values", file=self.doc.file,
+                             key=f"model.{missing[0]}", line=self.doc.line(("model", named[0])))
         return fmt.nbytes(shape["hidden"] * shape["sequence"] * shape["micro_batch"])
 
     def experts(self, par: Parallelism) -> Experts:
@@ -219,10 +221,12 @@ class _Reader:
             forward = flops / (peak * efficiency)
         elif forward <= 0:
             raise self.error(("compute", "forward"), "must be positive")
-        backward = self.get(("compute", "backward"), "2x")
         path = ("compute", "backward")
-        if isinstance(backward, str) and backward.strip().endswith("x"):
-            backward = forward * self.parse(path, parse_ratio, parse_ratio(backward))
+        given = self.get(path)
+        if given is None:
+            backward = 2 * forward  # the usual estimate: gradients of inputs and of weights
+        elif isinstance(given, str) and given.strip().endswith("x"):
+            backward = forward * self.parse(path, parse_ratio)
         else:
             backward = self.parse(path, parse_time)
         optimizer = self.parse(("compute", "optimizer"), parse_time, 0.0)

@@ -20,7 +20,7 @@ from collsim.algorithms.registry import get_algorithm
 from collsim.errors import InputError
 from collsim.params import DTYPES
 from collsim.workloads.formats import Format, ceil_div
-from collsim.workloads.groups import Layout
+from collsim.workloads.groups import KINDS, Layout
 from collsim.workloads.model import SEND_ALGORITHM, Workload
 from collsim.workloads.schedule import stage_order
 from collsim.workloads.service import Call
@@ -182,11 +182,13 @@ class _RankPlanner:
         self.stage = layout.coords(rank)["pipeline"]
         per_stage = workload.model.layers // par.pipeline
         self.layers = range(self.stage * per_stage, (self.stage + 1) * per_stage)
+        self.groups = {kind: layout.group(kind, rank) for kind in KINDS}
         self.tasks: list[Task] = []
         self.forward_end: dict[int, int] = {}
         self.use_ends: list[int] = []  # last compute of each ZeRO-3 parameter use
         self.reductions: list[int] = []  # what the optimizer waits for
         self.buckets: list[tuple[_Gradients, list[tuple[int, int, int]], int]] = []
+        self.filled = {"data": 0, "expert_data": 0}  # buckets reduced so far, per group kind
         experts = workload.model.experts
         tensor = par.tensor
         self.gradients = [_Gradients("data", {layer: ceil_div(
@@ -215,7 +217,7 @@ class _RankPlanner:
                    key: tuple, deps: list[int], stream: str | None = None) -> int | None:
         """This rank's part in a collective over its group of ``group_kind``; None (no
         task) when the group is this rank alone."""
-        group = self.layout.group(group_kind, self.rank)
+        group = self.groups[group_kind]
         if len(group) == 1:
             return None
         call = Call((group_kind, group[0], *key), group_kind, collective, group,
@@ -361,7 +363,8 @@ class _RankPlanner:
                       after: int) -> None:
         """A full bucket: allreduce it (encoded if compressed), or reduce-scatter it under
         ZeRO-1/2."""
-        index = sum(1 for g, _, _ in self.buckets if g is grads)
+        index = self.filled[grads.group]
+        self.filled[grads.group] += 1
         fmt = self.w.dtypes.gradients
         values = sum(part for _, part, _ in pieces)
         deps = [after]
@@ -370,7 +373,7 @@ class _RankPlanner:
                                    fmt.engine_dtype, ("bucket", index), deps)
         else:
             comp = self.w.compression
-            size_of_group = len(self.layout.group(grads.group, self.rank))
+            size_of_group = len(self.groups[grads.group])
             if comp.kind != "none" and size_of_group > 1:
                 deps = [self.compute(f"encode {grads.group} bucket {index}",
                                      comp.encode.time(fmt.nbytes(values)), deps, "encode")]

@@ -108,8 +108,11 @@ def _split(rank: int, plan: Plan, timeline: Timeline, step: float,
             active[kind] = active.get(kind, 0) + change
             if not active[kind]:
                 del active[kind]
-    ends = [t for t in timeline.end[rank]]
-    return RankTimes(compute, exposed, step - compute - exposed, timeline.offsets[rank],
+    bubble = step - compute - exposed
+    if abs(bubble) <= 1e-12 * step:  # what is left of rounding, not a wait
+        bubble = 0.0
+    ends = timeline.end[rank]
+    return RankTimes(compute, exposed, bubble, timeline.offsets[rank],
                      max(ends) if ends else 0.0)
 
 
