@@ -249,3 +249,33 @@ gradients: {bucket: 2000, overlap: false}
     assert late.ranks[0].exposed_s == pytest.approx(alone.ranks[0].exposed_s + 2e-3, rel=1e-12)
     assert late.ranks[1].bubble_s == pytest.approx(2e-3, rel=1e-12)
     assert late.ranks[1].exposed_s == pytest.approx(alone.ranks[1].exposed_s, rel=1e-12)
+
+
+def test_without_overlap_a_pipeline_send_holds_its_rank_until_delivered():
+    """Two stages of one layer (forward 1 ms, backward 2 ms), GPipe, sends of 1 ms. One
+    micro-batch: F on stage 0, its send, F and B on stage 1, the gradient's send, B on
+    stage 0: 8 ms either way. Two micro-batches, by hand:
+
+    - overlap: stage 0 runs F0 0-1, F1 1-2 and sends them 1-2, 2-3; stage 1 runs F0 2-3,
+      F1 3-4, B0 4-6, B1 6-8 and sends the gradients 6-7, 8-9; stage 0 runs B0 7-9, B1
+      9-11: 11 ms.
+    - no overlap: each send holds its sender. Stage 0: F0 0-1, send 1-2, F1 2-3, send 3-4.
+      Stage 1: F0 2-3, F1 4-5, B0 5-7, send 7-8, B1 8-10, send 10-11. Stage 0: B0 8-10,
+      B1 11-13: 13 ms.
+    """
+    text = """
+name: sends
+model: {layers: 2, parameters_per_layer: 10, activation: 4KiB}
+parallelism: {data: 1, pipeline: 2, micro_batches: MICRO, schedule: gpipe}
+compute: {forward: 1ms}
+gradients: {overlap: OVERLAP}
+"""
+    service = isolated(lambda call: 1e-3 if call.label == "pipeline" else 0.0)
+
+    def run(micro, overlap):
+        return step(text.replace("MICRO", str(micro)).replace("OVERLAP", overlap),
+                    service)[1].step_s
+
+    assert run(1, "true") == pytest.approx(8e-3) and run(1, "false") == pytest.approx(8e-3)
+    assert run(2, "true") == pytest.approx(11e-3)
+    assert run(2, "false") == pytest.approx(13e-3)

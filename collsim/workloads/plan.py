@@ -6,9 +6,10 @@ the same rank it waits for (``deps``). A stream runs its tasks one at a time in 
 as a CUDA stream does: ``compute`` for every compute task, and one stream per process-group
 kind for communication (``tensor``, ``data``, ``expert``, ``expert_data``; ZeRO-3's gathers
 and reductions each have their own) that runs beside compute when ``gradients.overlap`` is
-true. Without overlap every task of a rank is on one stream, ``serial``. Pipeline sends
-belong to no stream: a receive is posted when the step starts (it waits for its sender), a
-send starts when the forward or backward that produced it ends.
+true. Without overlap every task of a rank is on one stream, ``serial``. A pipeline receive
+belongs to no stream: it is posted when the step starts and waits for its sender. A send
+starts when the forward or backward that produced it ends, beside everything else with
+overlap, and holding the rank until it is delivered without.
 """
 
 from __future__ import annotations
@@ -237,9 +238,14 @@ class _RankPlanner:
         call = Call(("pipeline", src, dst, what, micro_batch), "pipeline", collective,
                     (src, dst), whole(self.w.model.activation_bytes or 0, dtype), algorithm,
                     dtype)
-        verb = "send" if sending else "recv"
-        return self.add(Task(f"pipeline {verb} {what} mb{micro_batch}", None, tuple(deps),
-                             call=call, preposted=not sending))
+        if not sending:
+            return self.add(Task(f"pipeline recv {what} mb{micro_batch}", None, call=call,
+                                 preposted=True))
+        # Without overlap a send holds the rank until it is delivered; it cannot deadlock,
+        # since every receive is posted when the step starts.
+        stream = None if self.w.gradients.overlap else "serial"
+        return self.add(Task(f"pipeline send {what} mb{micro_batch}", stream, tuple(deps),
+                             call=call))
 
     # -- the step ---------------------------------------------------------------------
 
