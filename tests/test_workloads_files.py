@@ -145,6 +145,10 @@ def test_bad_command_line_values_exit_2(tmp_path, capsys):
     assert main(["workload", str(path), "-t", "switch-64", "--gpus", "6"]) == 2
     assert "not a whole number of tensor x pipeline" in capsys.readouterr().err
     assert main(["workload", str(path), "-t", "switch-64", "--gpus", "0"]) == 2
+    capsys.readouterr()
+    assert main(["workload", str(path), "-t", "switch-64", "--with", "parallelism.data=20"]) == 2
+    assert f"{path}:8, key 'parallelism': the workload needs 80 GPUs" in \
+        capsys.readouterr().err
     assert main(["workload", str(tmp_path / "missing.yaml"), "-t", "switch-64"]) == 2
     assert "no such" in capsys.readouterr().err
 

@@ -24,5 +24,5 @@ def run_workload(workload: Workload, topology: Topology, gpus: int | None = None
     if plan.world > topology.gpus:
         raise InputError(f"the workload needs {plan.world} GPUs; topology "
                          f"'{topology.name}' has {topology.gpus}", file=workload.file,
-                         key="parallelism")
+                         key="parallelism", line=workload.lines.get(("parallelism",)))
     return run_plan(plan, service or isolated(simulated(topology, costs)))
