@@ -1,0 +1,28 @@
+"""One training step of a workload on a topology, in one call."""
+
+from __future__ import annotations
+
+from collsim.engine.costs import IDEAL, CostModel
+from collsim.errors import InputError
+from collsim.hardware.topology import Topology
+from collsim.workloads.executor import run_plan
+from collsim.workloads.model import Workload
+from collsim.workloads.plan import build_plan
+from collsim.workloads.results import StepResult
+from collsim.workloads.service import ServiceFactory, isolated, simulated
+
+
+def run_workload(workload: Workload, topology: Topology, gpus: int | None = None,
+                 service: ServiceFactory | None = None, costs: CostModel = IDEAL
+                 ) -> StepResult:
+    """Plan and run one step on ``gpus`` GPUs of ``topology`` (default: the data degree the
+    workload names, else every GPU). ``service`` times the calls; by default each call is
+    simulated alone on the topology (the stand-in, :func:`~collsim.workloads.service.simulated`)."""
+    if gpus is None and workload.parallelism.data is None:
+        gpus = topology.gpus
+    plan = build_plan(workload, gpus)
+    if plan.world > topology.gpus:
+        raise InputError(f"the workload needs {plan.world} GPUs; topology "
+                         f"'{topology.name}' has {topology.gpus}", file=workload.file,
+                         key="parallelism", line=workload.lines.get(("parallelism",)))
+    return run_plan(plan, service or isolated(simulated(topology, costs)))
