@@ -26,7 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "bandwidth (GB/s = 1e9 B/s, as nccl-tests) and the closed-form time.")
     add_topology_arguments(parser)
     parser.add_argument("--collective", "-c", required=True, help="allreduce, broadcast, ...")
-    parser.add_argument("--algorithm", "-a", required=True, help="ring, binomial, ...")
+    parser.add_argument("--algorithm", "-a", required=True,
+                        help="ring, binomial, ...; auto: NCCL's choice; best: the fastest NCCL "
+                             "algorithm and protocol, simulated")
     parser.add_argument("--ranks", "-p", required=True, type=int, help="participating GPUs")
     parser.add_argument("--size", "-s", required=True,
                         help="message size: 4MiB, 1GB, 512 (DESIGN.md's size convention)")
@@ -44,7 +46,10 @@ def run(args: argparse.Namespace) -> int:
                           params_from_args(args), observe=watch)
     if args.json:
         row = result.row()
-        row["analytic_time_s"] = result.analytic_time_s
+        for column in ("analytic_time_s", "protocol", "channels"):
+            row[column] = getattr(result, column)  # null, not "", where not applicable
+        if result.speedup_vs_auto is not None:
+            row["speedup_vs_auto"] = result.speedup_vs_auto
         print(json.dumps(row))
     else:
         print(result)

@@ -36,6 +36,7 @@ from collsim.output.style import (
     time_axis,
     title,
 )
+from collsim.output.table import OUTCOME_COLUMNS
 from collsim.units import format_size, parse_size
 
 SIZES_PER_SCALING_FIGURE = 4
@@ -253,8 +254,7 @@ def speedup(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]
                         lines=lines, palette=palette)
 
 
-_MEASURED_AND_ALGORITHM = {"algorithm", "scenario", "time_s", "algbw_GBps", "busbw_GBps",
-                           "analytic_time_s", "speedup"}
+_MEASURED_AND_ALGORITHM = {"algorithm", "scenario", "speedup", *OUTCOME_COLUMNS}
 
 
 def _second_line(rows: Sequence[Row]) -> str:
