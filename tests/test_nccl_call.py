@@ -168,3 +168,19 @@ def test_auto_and_best_are_deterministic(capsys):
     for selector in ("auto", "best"):
         outs = {run_cli(capsys, *ESTIMATE, "-a", selector, "--json")[1] for _ in range(2)}
         assert len(outs) == 1
+
+
+def test_the_choice_map_draws_what_auto_selected(tmp_path):
+    from collsim.output.figures import draw_figures
+
+    rows = [simulate(DGX, "allreduce", "auto", 8, size).row() for size in (8, MiB, GiB)]
+    rows += [simulate(DGX, "allreduce", "ring", 8, 8).row()]
+    for row in rows:
+        row["scenario"] = "s"
+    drawn = draw_figures(rows, [{"kind": "choice_map"}], tmp_path, ["svg"])
+    assert [p.name for p in drawn.files] == ["choice_map.svg"] and drawn.notes == []
+    text = (tmp_path / "choice_map.svg").read_text()
+    for row in rows[:3]:
+        assert f"{row['selected']} {row['protocol']}" in text   # in the legend
+    drawn = draw_figures(rows[3:], [{"kind": "choice_map"}], tmp_path, ["svg"])
+    assert drawn.files == [] and "no rows of algorithm 'auto'" in drawn.notes[0]

@@ -355,6 +355,8 @@ def _cell_edges(sizes: Sequence[float]) -> list[float]:
     return [sizes[0] ** 2 / mids[0], *mids, sizes[-1] ** 2 / mids[-1]]
 
 
+from collsim.output.choice_map import choice_map  # noqa: E402,F401  (a kind; imports Skip)
+
 KINDS: dict[str, Callable[[Sequence[Row], dict[str, Any], dict[Any, int]], Figure]] = {
     kind: globals()[kind] for kind in FIGURE_KINDS
 }
