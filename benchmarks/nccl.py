@@ -1,8 +1,9 @@
 """NCCL speed: wall time to simulate ``auto`` allreduce (NCCL's choice of algorithm, protocol and
 channels) on N nodes of topologies/h100-cluster.yaml, and each NCCL algorithm forced with the
-protocol and channels NCCL would give it, with the simulated time, lanes and transfers.
+protocol and channels NCCL would give it, with the simulated time, channels and transfers.
 
-    python benchmarks/nccl.py                       # 16 nodes (128 GPUs), 1 GiB, and neighbours
+    python benchmarks/nccl.py                       # 16, 8, 2 nodes (128, 64, 16 GPUs), 1 GiB
+    python benchmarks/nccl.py --nodes 8,2 --algorithms nccl_tree
     python benchmarks/nccl.py --nodes 4 --size 64MiB --algorithms auto,ring
 """
 
@@ -23,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", default="16,8,2", help="comma-separated node counts")
-    parser.add_argument("--size", default="1GiB,64MiB", help="comma-separated sizes")
+    parser.add_argument("--size", default="1GiB", help="comma-separated sizes")
     parser.add_argument("--file", default=str(ROOT / "topologies" / "h100-cluster.yaml"))
-    parser.add_argument("--algorithms", default="auto,ring,nccl_tree")
+    parser.add_argument("--algorithms", default="auto,ring")
     args = parser.parse_args()
     print(f"{'nodes':>5}{'algorithm':>11}{'size':>6}{'selected':>11}{'protocol':>9}"
           f"{'channels':>9}{'simulated':>13}{'busbw GB/s':>11}{'transfers':>10}{'wall s':>8}")

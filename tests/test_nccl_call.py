@@ -184,3 +184,28 @@ def test_the_choice_map_draws_what_auto_selected(tmp_path):
         assert f"{row['selected']} {row['protocol']}" in text   # in the legend
     drawn = draw_figures(rows[3:], [{"kind": "choice_map"}], tmp_path, ["svg"])
     assert drawn.files == [] and "no rows of algorithm 'auto'" in drawn.notes[0]
+
+
+def test_scenarios_skip_auto_where_there_are_no_nccl_figures_and_refuse_protocol_sweeps(
+        tmp_path):
+    from collsim.api import load_scenario, run_scenario
+
+    text = """
+name: s
+topologies: [switch-64, dgx-h100]
+collectives: [allreduce]
+algorithms: [auto, binomial]
+sweep: {size: [8, 1MiB], ranks: [8]}
+"""
+    rows = run_scenario(load_scenario(text=text))
+    kinds = {(r["topology"], r["algorithm"]) for r in rows}
+    assert kinds == {("ideal-switch", "binomial"), ("dgx-h100", "auto"),
+                     ("dgx-h100", "binomial")}
+    for r in rows:
+        want = None if r["topology"] == "ideal-switch" else \
+            simulate(DGX, "allreduce", r["algorithm"], 8, r["size_bytes"]).protocol
+        assert r["protocol"] == want
+    for key in ("protocol", "channels"):
+        swept = text.replace("ranks: [8]}", f"ranks: [8], param: {{{key}: [4]}}}}")
+        with pytest.raises(InputError, match=f"'{key}' is already a column"):
+            load_scenario(text=swept)
