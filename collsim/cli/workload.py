@@ -16,7 +16,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Plan one training step of a workload file (model, parallelism, "
                     "compute, formats) and simulate it: step time, compute, exposed "
                     "communication, bubble, MFU, and per kind of collective the calls, bytes "
-                    "and time per GPU. Each call is timed alone on the topology.")
+                    "and time per GPU. Every call runs on one simulation of the topology, so "
+                    "concurrent calls share links (--isolated: each call alone).")
     parser.add_argument("workload", metavar="WORKLOAD", help="workload YAML file")
     add_topology_arguments(parser)
     parser.add_argument("--with", dest="changes", action="append", default=[],
@@ -25,6 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gpus", type=int, metavar="N",
                         help="GPUs to use (default: data x tensor x pipeline if the workload "
                              "names data, else every GPU of the topology)")
+    parser.add_argument("--isolated", action="store_true",
+                        help="time each call alone on the topology (no contention between "
+                             "calls; faster)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
 
@@ -46,7 +50,11 @@ def run(args: argparse.Namespace) -> int:
                          key="--gpus")
     workload = load_workload(args.workload, changes)
     topology = topology_from_args(args)
-    result = run_workload(workload, topology, args.gpus)
+    service = None
+    if args.isolated:
+        from collsim.workloads.service import isolated, simulated
+        service = isolated(simulated(topology))
+    result = run_workload(workload, topology, args.gpus, service)
     if args.json:
         print(json.dumps({"topology": topology.name, **result.to_dict()}))
     else:
