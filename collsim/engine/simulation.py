@@ -82,14 +82,18 @@ class Simulation:
     """A machine under a cost model, on which calls run (see the module docstring).
 
     ``fabric`` is the :class:`Fabric` class (or a subclass) to move bytes with, ``policy``
-    its rate-update policy. ``env``, if given, is a SimPy environment shared with other
-    processes (a training step's compute); whoever runs it calls :meth:`attach` first.
+    its rate-update policy. ``observer``, if given, has ``combine(call, state, start, end)``
+    and is told of every combine (a trace records them). ``env``, if given, is a SimPy
+    environment shared with other processes (a training step's compute); whoever runs it
+    calls :meth:`attach` first.
     """
 
     def __init__(self, topology: Topology, costs: CostModel = IDEAL,
                  policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric,
-                 env: simpy.Environment | None = None) -> None:
+                 env: simpy.Environment | None = None, observer: object | None = None
+                 ) -> None:
         self.env = simpy.Environment() if env is None else env
+        self.observer = observer
         self.topology = topology
         self.costs = costs
         self.fabric = fabric(self.env, topology, costs, policy)
@@ -403,6 +407,8 @@ class Call:
         free = free_at.get(unit, 0.0)
         start = free if free > now else now
         free_at[unit] = start + cost
+        if self.simulation.observer is not None:
+            self.simulation.observer.combine(self, state, start, start + cost)
         call_later(self.env, free_at[unit] - now, self._op_done, state)
 
     # -- capped routes ----------------------------------------------------------------------
