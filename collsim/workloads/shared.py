@@ -18,6 +18,7 @@ import simpy
 from collsim.algorithms.registry import get_algorithm
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
+from collsim.engine.recording import Recorder
 from collsim.engine.simulation import Call as EngineCall
 from collsim.engine.simulation import Simulation
 from collsim.hardware.topology import Topology
@@ -37,11 +38,13 @@ class SharedFabric:
     environment; ``fabric`` is the Fabric class (a recording one for traces)."""
 
     def __init__(self, env: simpy.Environment, topology: Topology,
-                 costs: CostModel | None = None, fabric: type[Fabric] = Fabric) -> None:
+                 costs: CostModel | None = None, fabric: type[Fabric] = Fabric,
+                 recorder: Recorder | None = None) -> None:
         self.env = env
         self.topology = topology
+        self.recorder = recorder  # records every call's steps (label: the call's key)
         self.simulation = Simulation(topology, fabric_costs(topology) if costs is None
-                                     else costs, fabric=fabric, env=env)
+                                     else costs, fabric=fabric, env=env, observer=recorder)
         self.simulation.attach()
         self.calls: dict[Hashable, tuple[EngineCall, dict[int, Done]]] = {}
         self.labels: list[Call] = []   # the step's call of each engine call, in order
@@ -62,7 +65,9 @@ class SharedFabric:
         if call.root:
             params["root"] = call.root
         job, gpus = make_job(self.topology, algorithm, len(call.group), call.size, params)
-        engine_call = self.simulation.call(job, gpus, algorithm.program, start=None)
+        programs = algorithm.program if self.recorder is None else \
+            self.recorder.programs(algorithm.program, call.key)
+        engine_call = self.simulation.call(job, gpus, programs, start=None)
         engine_call.on_rank_done = lambda c, rank: self.calls[call.key][1][rank]()
         self.labels.append(call)
         return engine_call
