@@ -5,12 +5,14 @@ with file:line errors."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collsim.cli import main
 from collsim.errors import InputError
 from collsim.hardware.loader import topology_from_text
 from collsim.workloads.jobs import run_jobs
-from collsim.workloads.jobsfile import jobs_from_text
+from collsim.workloads.jobsfile import jobs_from_text, parse_gpus
 
 # Two nodes of 4 GPUs, one node per leaf, one spine: every byte between the nodes crosses
 # leaf0's single uplink of 4 x 25 GB/s / oversubscription.
@@ -130,3 +132,11 @@ def test_a_job_beyond_the_topology_is_bad_input(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text("jobs:\n  - {name: a, gpus: 60-67, collective: allreduce, size: 1MiB}\n")
     assert main(["jobs", str(path), "-t", "switch-64"]) == 2
+
+
+@given(st.lists(st.tuples(st.integers(0, 300), st.integers(0, 20)), min_size=1, max_size=6))
+def test_gpu_ranges_list_every_gpu_of_every_range_in_order(ranges):
+    text = ",".join(f"{low}-{low + width}" if width else str(low) for low, width in ranges)
+    expected = [g for low, width in ranges for g in range(low, low + width + 1)]
+    assert list(parse_gpus(text)) == expected
+    assert parse_gpus(expected) == tuple(expected)

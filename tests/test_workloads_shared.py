@@ -95,3 +95,13 @@ def test_zero3_gathers_and_reductions_contend():
     assert together.step_s >= alone.step_s * (1 - 1e-9)
     assert together.kinds["data reducescatter"].time_s > \
         alone.kinds["data reducescatter"].time_s
+
+
+def test_the_shared_step_is_deterministic():
+    topology = load_topology("switch-64")
+    workload = load_workload("workloads/llama-7b-zero3.yaml", {"model.layers": 2,
+                                                                "model.parameters": "100M",
+                                                                "noise.jitter": 0.1,
+                                                                "noise.spread": "1ms"})
+    first = run_workload(workload, topology, 6).to_dict(ranks=True)
+    assert run_workload(workload, topology, 6).to_dict(ranks=True) == first
