@@ -159,7 +159,7 @@ def gradient_formats(out: Path) -> None:
 
 def timeline_3d(out: Path) -> None:
     """The 39B GPT's step in 3D (tensor 8 x pipeline 4 x data 2) on 64 GPUs, drawn from its
-    recorded trace: one GPU per pipeline stage, a row per stream."""
+    recorded run: one GPU per pipeline stage, a row per stream (pipeline: its sends)."""
     from collsim.workloads.tracing import record_step
 
     topology = cluster(64)
@@ -184,8 +184,8 @@ def timeline_3d(out: Path) -> None:
                         continue
                     colour = colours.get(task.category, "#9e9e9e")
                 else:
-                    if task.call.label != stream:
-                        continue
+                    if task.call.label != stream or task.preposted:
+                        continue  # a receive posted at the start: its send is drawn
                     colour = colours.get(stream, "#757575")
                 spans.append((start * 1e3, max(end - start, 0.0) * 1e3))
                 colour_list.append(colour)
