@@ -140,3 +140,16 @@ def test_gpu_ranges_list_every_gpu_of_every_range_in_order(ranges):
     expected = [g for low, width in ranges for g in range(low, low + width + 1)]
     assert list(parse_gpus(text)) == expected
     assert parse_gpus(expected) == tuple(expected)
+
+
+def test_the_jobs_link_report_shows_the_shared_uplink(tmp_path, capsys):
+    """Both jobs' 8 cross transfers per direction meet on leaf0's single uplink."""
+    topology = tmp_path / "tree.yaml"
+    topology.write_text("name: tree\n" + FAT_TREE.replace(
+        "latency: 0us}\n", "latency: 0us, oversubscription: 2}\n"))
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(TWO_JOBS)
+    assert main(["jobs", str(jobs), "-t", str(topology), "--link-report"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "leaf0->spine0" in line)
+    assert row.split()[-1] == "8" and "100.0%" in row

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import simpy
 
+from collsim.engine.fabric import Fabric
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
 from collsim.units import format_time
@@ -113,10 +114,12 @@ def _start_collective(env: simpy.Environment, service: CollectiveService, job: J
     env.timeout(job.start).callbacks.append(begin)
 
 
-def _run(jobs: tuple[JobSpec, ...], topology: Topology) -> dict[str, float]:
-    """Every job of ``jobs`` on one shared fabric; each one's time from its start."""
+def _run(jobs: tuple[JobSpec, ...], topology: Topology, fabric: type[Fabric] = Fabric
+         ) -> tuple[dict[str, float], SharedFabric]:
+    """Every job of ``jobs`` on one shared fabric; each one's time from its start, and the
+    service (whose simulation's fabric a link report reads)."""
     env = simpy.Environment()
-    service = SharedFabric(env, topology)
+    service = SharedFabric(env, topology, fabric=fabric)
     launched = {}
     finish: dict[str, float] = {}
     for job in jobs:
@@ -138,20 +141,25 @@ def _run(jobs: tuple[JobSpec, ...], topology: Topology) -> dict[str, float]:
                                         launched[job.name].timeline()).step_s
         else:
             times[job.name] = finish[job.name] - job.start
-    return times
+    return times, service
 
 
-def run_jobs(jobs: JobsFile, topology: Topology) -> list[JobResult]:
-    """Each job's time sharing the fabric and alone, in file order."""
+def run_jobs(jobs: JobsFile, topology: Topology, fabric: type[Fabric] = Fabric,
+             shared: list[SharedFabric] | None = None) -> list[JobResult]:
+    """Each job's time sharing the fabric and alone, in file order. ``fabric`` is the
+    Fabric class of the shared run (a RecordingFabric for a link report); its service is
+    appended to ``shared`` if given."""
     for job in jobs.jobs:
         bad = [g for g in job.gpus if g >= topology.gpus]
         if bad:
             raise InputError(f"job '{job.name}' uses GPU {bad[0]}; topology '{topology.name}' "
                              f"has {topology.gpus} GPUs", file=jobs.file, key="gpus")
-    together = _run(jobs.jobs, topology)
+    together, service = _run(jobs.jobs, topology, fabric)
+    if shared is not None:
+        shared.append(service)
     results = []
     for job in jobs.jobs:
-        solo = _run((dataclasses.replace(job, start=0.0),), topology)[job.name]
+        solo = _run((dataclasses.replace(job, start=0.0),), topology)[0][job.name]
         kind = job.what.workload.name if isinstance(job.what, WorkloadJob) else \
             f"{job.what.collective}/{job.what.algorithm} x{job.what.repeat}"
         results.append(JobResult(job.name, kind, len(job.gpus), job.start, together[job.name],
