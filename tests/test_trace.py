@@ -17,7 +17,8 @@ from collsim.recorded import draw_offsets, record_call
 from collsim.simulate import simulate
 
 CASES = [("allreduce", "ring", 5), ("allreduce", "double_binary_tree", 7),
-         ("allgather", "bruck", 6), ("reduce", "binomial", 3), ("alltoall", "pairwise", 4)]
+         ("allgather", "bruck", 6), ("reduce", "binomial", 3), ("alltoall", "pairwise", 4),
+         ("allreduce", "nccl_tree", 6)]  # Parallel channels
 
 
 def load_events(path):
