@@ -19,9 +19,9 @@ CASES = [("llama-7b-dp.yaml", 16), ("llama-7b-dp.yaml", 64), ("llama-7b-zero3.ya
          ("gpt-39b-3d.yaml", 32)]
 
 
-def cpu(function) -> tuple[float, object]:
+def cpu(function, *args, **kwargs) -> tuple[float, object]:
     start = time.process_time()
-    result = function()
+    result = function(*args, **kwargs)
     return time.process_time() - start, result
 
 
@@ -31,10 +31,10 @@ def main() -> None:
     for name, gpus in CASES:
         topology = load_topology("h100-cluster", {"nodes": max(1, gpus // 8)})
         workload = load_workload(HERE / name)
-        alone_s, alone = cpu(lambda: run_workload(workload, topology, gpus,
-                                                  service=isolated(simulated(topology))))
-        shared_s, shared = cpu(lambda: run_workload(workload, topology, gpus))
-        recorded_s, _ = cpu(lambda: record_step(workload, topology, gpus))
+        alone_s, alone = cpu(run_workload, workload, topology, gpus,
+                             service=isolated(simulated(topology)))
+        shared_s, shared = cpu(run_workload, workload, topology, gpus)
+        recorded_s, _ = cpu(record_step, workload, topology, gpus)
         print(f"{name:<22}{gpus:>6}{alone_s:>12.2f}{shared_s:>10.2f}{recorded_s:>12.2f}"
               f"{alone.step_s:>12.4f}{shared.step_s:>15.4f}", flush=True)
 

@@ -153,3 +153,11 @@ def test_the_jobs_link_report_shows_the_shared_uplink(tmp_path, capsys):
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "leaf0->spine0" in line)
     assert row.split()[-1] == "8" and "100.0%" in row
+
+
+def test_the_published_jobs_schema_is_current():
+    import json
+
+    from collsim.workloads.jobsfile import JOBS_SCHEMA, PUBLISHED
+    assert json.loads(PUBLISHED.read_text()) == JOBS_SCHEMA, \
+        "regenerate: python -m collsim.workloads.jobsfile > collsim/schemas/jobs.schema.json"
