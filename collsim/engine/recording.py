@@ -12,7 +12,6 @@ Used as ``Simulation(topology, fabric=RecordingFabric, observer=recorder)`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import simpy
@@ -175,5 +174,3 @@ class Recorder:
                         flow.drain_at + flow.latency))
         return out
 
-
-Observer = Callable[..., None]
