@@ -5,7 +5,7 @@ with file:line errors."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collsim.cli import main
@@ -161,3 +161,24 @@ def test_the_published_jobs_schema_is_current():
     from collsim.workloads.jobsfile import JOBS_SCHEMA, PUBLISHED
     assert json.loads(PUBLISHED.read_text()) == JOBS_SCHEMA, \
         "regenerate: python -m collsim.workloads.jobsfile > collsim/schemas/jobs.schema.json"
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([("allreduce", "ring"), ("allgather", "bruck"),
+                                           ("alltoall", "pairwise"),
+                                           ("broadcast", "binomial")]),
+                          st.integers(2, 5), st.integers(1, 3), st.integers(0, 3)),
+                min_size=2, max_size=3))
+def test_disjoint_jobs_on_a_switch_never_slow_each_other(jobs):
+    """Each GPU of the canonical switch has its own port, so jobs on disjoint GPUs share no
+    link: together each takes exactly its time alone, whatever the starts."""
+    lines, first = ["jobs:"], 0
+    for index, ((collective, algorithm), ranks, repeat, start) in enumerate(jobs):
+        lines.append(f"  - {{name: j{index}, collective: {collective}, algorithm: "
+                     f"{algorithm}, size: {ranks * 4096}, repeat: {repeat}, "
+                     f"gpus: {first}-{first + ranks - 1}, start: {start * 3}us}}")
+        first += ranks
+    for result in run_jobs(jobs_from_text("\n".join(lines) + "\n"),
+                           topology_from_text("kind: switch\ngpus: 16\nlink: {latency: 1us, "
+                                              "bandwidth: 10GB/s}\n")):
+        assert result.time_s == pytest.approx(result.solo_s, rel=1e-12)
