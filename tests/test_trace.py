@@ -159,6 +159,12 @@ def test_perfetto_reads_the_trace(tmp_path):
     recorded = record_call(load_topology("switch-64"), "allreduce", "ring", 4, 1 << 16, {})
     path = tmp_path / "t.json"
     call_trace(recorded).write(path)
-    with trace_processor.TraceProcessor(trace=str(path)) as tp:
-        rows = list(tp.query("select count(*) as n from slice"))
-    assert rows[0].n > 0
+    try:  # the package fetches its trace_processor binary on first use
+        processor = trace_processor.TraceProcessor(trace=str(path))
+    except Exception as exc:  # noqa: BLE001 - no binary, no network: nothing to test
+        pytest.skip(f"perfetto's trace processor is not available: {exc}")
+    with processor as tp:
+        slices = list(tp.query("select count(*) as n from slice"))[0].n
+        counters = list(tp.query("select count(*) as n from counter"))[0].n
+    spans = sum(1 for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X")
+    assert slices == spans and counters > 0
