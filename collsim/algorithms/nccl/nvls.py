@@ -70,7 +70,7 @@ def lane_chunks(job: Job, stages: int) -> list[tuple[int, int]]:
     return regions(0, job.count, k)
 
 
-def _half_alpha_cost(c: Cost) -> float:
+def one_node_cost(c: Cost) -> float:
     """One node: (k + 1)·(α/2 + n/k·β), k chunks of channels × chunk_size (at most 64)."""
     if c.p == 1:
         return 0.0
@@ -132,6 +132,20 @@ def headed(rank: int, ranks: tuple[int, ...], m: int) -> list[int]:
     return [h for h in range(m) if head(ranks, h) == rank]
 
 
+def sharp_switch(job: Job, nodes: list[tuple[int, ...]], h: int, cs: list[tuple[int, int]]
+                 ) -> Program:
+    """The network switch of slice h (SHARP): combines the heads' copies of slice h of each
+    chunk and sends the sum back to every head."""
+    m = heads_of(nodes)
+    heads = [head(ranks, h) for ranks in nodes]
+    piece = [slices(c, m)[h] for c in cs]
+
+    def back(i: int) -> list[Send]:
+        return [Send(g, NET_DOWN.part(h, m)[i], *piece[i]) for g in heads]
+    yield from reducing_switch(heads, [[(NET_UP.part(h, m)[i], *s)] for i, s in enumerate(piece)],
+                               job.count, back)
+
+
 def _allreduce(rank: int, job: Job) -> Program:
     p = job.nranks
     if p == 1:
@@ -139,15 +153,8 @@ def _allreduce(rank: int, job: Job) -> Program:
     nodes = node_groups(job)
     many = len(nodes) > 1
     cs = lane_chunks(job, 6 if many else 2)
-    if rank >= p + len(nodes):  # the network switch of slice h
-        m, h = heads_of(nodes), rank - p - len(nodes)
-        heads = [head(ranks, h) for ranks in nodes]
-        piece = [slices(c, m)[h] for c in cs]
-
-        def back(i: int) -> list[Send]:
-            return [Send(g, NET_DOWN.part(h, m)[i], *piece[i]) for g in heads]
-        yield from reducing_switch(heads, [[(NET_UP.part(h, m)[i], *s)]
-                                           for i, s in enumerate(piece)], job.count, back)
+    if rank >= p + len(nodes):
+        yield from sharp_switch(job, nodes, rank - p - len(nodes), cs)
         return
     if rank >= p:
         yield from node_switch(job, nodes, rank - p, cs)
@@ -201,7 +208,7 @@ PARAMS = ("channels", "chunk_size")
     "allreduce", "nvls",
     formula="one node, k = min(⌈n/(channels·chunk)⌉, 64): (k+1)·(α/2 + n/k·β) "
             "(a GPU-switch hop is half a GPU-GPU message; chunk 128 KiB by default)",
-    cost=_half_alpha_cost,
+    cost=one_node_cost,
     source=SOURCE,
     summary="NVLink SHARP: each GPU sends its chunks to the NVSwitch, which reduces and "
             "multicasts them; across nodes each slice's head goes through a SHARP switch",
