@@ -5,4 +5,4 @@ switches. Imported in NCCL's order of algorithms, which is the order listings sh
 # ruff: noqa: I001
 
 from collsim.algorithms.nccl import ring, tree  # noqa: F401
-from collsim.algorithms.nccl import nvls, nvls_tree, collnet, pat  # noqa: F401
+from collsim.algorithms.nccl import nvls, nvls_tree, collnet, pat, alltoall  # noqa: F401
