@@ -9,6 +9,7 @@ import pytest
 
 from collsim.algorithms import REGISTRY
 from collsim.algorithms.nccl.collnet import collnet_chain_job, collnet_direct_job
+from collsim.algorithms.nccl.nvls import nvls_allreduce_job
 from collsim.algorithms.nccl.nvls_tree import depth, nvls_tree_job
 from collsim.engine.data import check_algorithm
 from collsim.errors import InputError
@@ -37,6 +38,23 @@ def test_data_for_1_to_40_ranks_on_one_node_uneven_nodes_and_one_gpu_per_node(na
                       params={"channels": 1 + (p + shape) % 5,
                               "chunk_size": itemsize * (1 + p % 4)})
             check_algorithm(program, DECLARE[name](job), op, dtype, seed=p + shape)
+
+
+@pytest.mark.parametrize("name", ["nvls", "collnet_direct", "collnet_chain"])
+def test_data_through_two_level_sharp_trees(name):
+    """Heads grouped under leaves (two nodes a leaf), each leaf combining its heads' copies
+    and exchanging sums with a top switch above the leaves."""
+    declare = {"nvls": nvls_allreduce_job, "collnet_direct": collnet_direct_job,
+               "collnet_chain": collnet_chain_job}[name]
+    program = REGISTRY["allreduce", name].program
+    for p in range(2, 41, 3):
+        nodes = nodes_of(p, 7 * p)
+        job = Job("allreduce", p, (1, p + 3, 4 * p + 1)[p % 3], 8, nodes=nodes,
+                  params={"channels": 1 + p % 3, "chunk_size": 8 * (1 + p % 4)})
+        declared = declare(job, lambda head, nodes=nodes: f"leaf{nodes[head] // 2}")
+        if len(set(nodes)) > 2:
+            assert any(name.startswith("top") for name in (h.endpoint for h in declared.helpers))
+        check_algorithm(program, declared, OPS[p % len(OPS)], "int64", seed=p)
 
 
 def test_the_double_trees_depth():
@@ -101,6 +119,18 @@ def test_collnet_chain_lanes_each_reach_their_own_switch():
     one, more = (simulate(topology, "allreduce", "collnet_chain", 16, 2**26,
                           {"channels": c}).time_s for c in (1, 8))
     assert 4 < one / more < 8  # 8 chains side by side, each through its own NIC
+
+
+def test_heads_under_two_leaves_reduce_there_and_meet_on_a_spine_per_slice():
+    # 8 nodes of 8 NICs on 32-port leaves: nodes 0-3 under leaf0, 4-7 under leaf1. Each
+    # slice's heads reduce at their leaf; slice h's leaves meet on spine h (8 spines).
+    topology = cluster(8)
+    job, _ = make_job(topology, REGISTRY["allreduce", "collnet_direct"], 64, 4096, {})
+    assert [h.endpoint for h in job.helpers] == [
+        name for h in range(8) for name in ("leaf0", "leaf1", f"spine{h}")]
+    tree = job.layout.trees[1]
+    assert tree.leaves == ((64 + 3, (1, 9, 17, 25)), (64 + 4, (33, 41, 49, 57)))
+    assert tree.top == 64 + 5 and tree.parent(41) == 64 + 4
 
 
 @pytest.mark.parametrize("name,low,high", [("collnet_direct", 0.9, 1.1),

@@ -18,6 +18,7 @@ per channel by default: CollNet runs Simple only).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -28,17 +29,21 @@ from collsim.algorithms.nccl.nvls import (
     head,
     headed,
     heads_of,
-    sharp_switch,
+    slice_groups,
+    slice_plan,
+    slice_switch,
 )
 from collsim.algorithms.nccl.switches import (
+    SharpPlan,
     channels_of,
     chunk_cap,
     chunks,
-    network_switch,
+    machine_sharp,
     node_groups,
-    reducing_switch,
+    plan_sharp,
     regions,
     require,
+    sharp_helper,
     slices,
     with_helpers,
 )
@@ -72,8 +77,9 @@ def _direct(rank: int, job: Job) -> Program:
     nodes = node_groups(job)
     m = heads_of(nodes)
     cs = regions(0, job.count, _chunks(job, job.count, channels_of(job), 6))
+    plan = slice_plan(job, nodes, p)
     if rank >= p:
-        yield from sharp_switch(job, nodes, rank - p, cs)
+        yield from slice_switch(job, plan, rank, cs, m)
         return
     local = next(ranks for ranks in nodes if rank in ranks)
     mine = headed(rank, local, m)
@@ -96,7 +102,7 @@ def _direct(rank: int, job: Job) -> Program:
     threads = [up(), down()]
     others = [g for g in local if g != rank]
     for h in mine:
-        net = p + h
+        net = plan.trees[h].parent(rank)
         piece = [pieces[h] for pieces in cut]
         threads += [relay_steps(piece, [(g, LOCAL_UP.part(h, m), True) for g in others],
                                 [(net, NET_UP.part(h, m))], 0),
@@ -105,22 +111,24 @@ def _direct(rank: int, job: Job) -> Program:
     yield Parallel(threads)
 
 
-def collnet_direct_job(job: Job, nets: list[str] | None = None) -> Job:
-    """``job`` with one network-switch helper rank per slice (named ``net<h>`` unless
-    ``nets`` names them) and one lane of all channels."""
+def collnet_direct_job(job: Job, leaf_of: Callable[[int], str] | None = None,
+                       plan: SharpPlan | None = None) -> Job:
+    """``job`` with the network switches of ``plan`` as helper ranks (by default one per
+    slice, or with ``leaf_of`` (head -> leaf name) a leaf per name and a top above them) and
+    one lane of all channels."""
     nodes = node_groups(job)
-    m = heads_of(nodes)
-    names = nets or [f"net{h}" for h in range(m)]
-    return replace(with_helpers(job, names, [len(nodes) * job.count] * m),
-                   lanes=(channels_of(job),))
+    if plan is None:
+        plan = plan_sharp(slice_groups(nodes), job.nranks, leaf_of,
+                          (lambda leaves, g: f"top{g}") if leaf_of else None)
+    return replace(with_helpers(job, plan.names, [len(nodes) * job.count] * len(plan.names)),
+                   lanes=(channels_of(job),), layout=plan)
 
 
 def _prepare_direct(job: Job, topology: Any, gpus: list[int]) -> Job:
     require(topology, "sharp", "collnet_direct")
     nodes = node_groups(job)
-    return collnet_direct_job(job, [
-        network_switch(topology, [gpus[head(ranks, h)] for ranks in nodes], "collnet_direct")
-        for h in range(heads_of(nodes))])
+    return collnet_direct_job(job, plan=machine_sharp(topology, gpus, slice_groups(nodes),
+                                                      job.nranks, "collnet_direct"))
 
 
 def _direct_cost(c: Cost) -> float:
@@ -157,7 +165,23 @@ def collnet_direct_allreduce(rank: int, job: Job) -> Program:
 
 
 def _chain_layout(job: Job) -> Layout:
+    """The tree layout the plan was made with, else the job's own."""
+    if isinstance(job.layout, SharpPlan) and isinstance(job.layout.layout, Layout):
+        return job.layout.layout
     return layout_of(job, channels_of(job))
+
+
+def _chain_plan(job: Job, layout: Layout) -> SharpPlan:
+    """The network reductions of the lanes: the one prepared, else one switch per lane."""
+    if isinstance(job.layout, SharpPlan):
+        return job.layout
+    return plan_sharp(_lane_heads(layout), job.nranks)
+
+
+def _lane_heads(layout: Layout) -> list[list[int]]:
+    """Each lane's heads: the first GPU of every node's chain."""
+    return [[chain[0] for chain in layout.channels[members[0]].chains]
+            for members in layout.tree_lanes.channels]
 
 
 def _chain(rank: int, job: Job) -> Program:
@@ -169,28 +193,25 @@ def _chain(rank: int, job: Job) -> Program:
     lanes = layout.tree_lanes
     longest = max(len(chain) for chain in layout.channels[0].chains)
     stages = 2 * longest + 2
-    if rank >= p:
-        lane = rank - p
-        laid = layout.channels[lanes.channels[lane][0]]
-        offset, count = lane_region(job, channels, lanes, lane)
-        cs = regions(offset, count, _chunks(job, count, lanes.weights[lane], stages))
-        tags = lane_tags(lanes, lane)
-        heads = [chain[0] for chain in laid.chains]
+    plan = _chain_plan(job, layout)
 
-        def back(i: int) -> list[Send]:
-            return [Send(g, tags.phase(1)[i], *cs[i], lane=lane) for g in heads]
-        yield from reducing_switch(heads, [[(tags.phase(0)[i], *c)] for i, c in enumerate(cs)],
-                                   job.count, back, lane)
+    def lane_chunks(lane: int) -> list[tuple[int, int]]:
+        offset, count = lane_region(job, channels, lanes, lane)
+        return regions(offset, count, _chunks(job, count, lanes.weights[lane], stages))
+    if rank >= p:
+        yield from sharp_helper(plan, rank, lane_chunks,
+                                lambda lane: lane_tags(lanes, lane).phase(0),
+                                lambda lane: lane_tags(lanes, lane).phase(1), job.count,
+                                lambda lane: lane)
         return
     threads = []
     for lane, members in enumerate(lanes.channels):
         laid = layout.channels[members[0]]
         chain = laid.chains[layout.node_position[rank]]
         j = chain.index(rank)
-        parent = chain[j - 1] if j else p + lane
+        parent = chain[j - 1] if j else plan.trees[lane].parent(rank)
         children = chain[j + 1:j + 2]
-        offset, count = lane_region(job, channels, lanes, lane)
-        cs = regions(offset, count, _chunks(job, count, lanes.weights[lane], stages))
+        cs = lane_chunks(lane)
         tags = lane_tags(lanes, lane)
         up, down = tags.phase(0), tags.phase(1)
         threads += [relay_steps(cs, [(child, up, True) for child in children],
@@ -200,23 +221,25 @@ def _chain(rank: int, job: Job) -> Program:
     yield Parallel(threads)
 
 
-def collnet_chain_job(job: Job, nets: list[str] | None = None) -> Job:
-    """``job`` with one network-switch helper rank per lane of its tree layout (named
-    ``net<l>`` unless ``nets`` names them)."""
-    lanes = _chain_layout(job).tree_lanes
-    names = nets or [f"net{lane}" for lane in range(len(lanes.channels))]
-    return replace(with_helpers(job, names, [job.nranks * job.count] * len(names)),
-                   lanes=lanes.weights)
+def collnet_chain_job(job: Job, leaf_of: Callable[[int], str] | None = None) -> Job:
+    """``job`` with one network switch per lane of its tree layout as helper ranks (or with
+    ``leaf_of`` (head -> leaf name) a leaf per name and a top above them)."""
+    layout = _chain_layout(job)
+    plan = plan_sharp(_lane_heads(layout), job.nranks, leaf_of,
+                      (lambda leaves, g: f"top{g}") if leaf_of else None)
+    return _declare_chain(job, replace(plan, layout=layout))
+
+
+def _declare_chain(job: Job, plan: SharpPlan) -> Job:
+    return replace(with_helpers(job, plan.names, [job.nranks * job.count] * len(plan.names)),
+                   lanes=plan.layout.tree_lanes.weights, layout=plan)
 
 
 def _prepare_chain(job: Job, topology: Any, gpus: list[int]) -> Job:
     require(topology, "sharp", "collnet_chain")
     layout = machine_layout(topology, gpus, channels_of(job))
-    job = replace(job, layout=layout)
-    nets = [network_switch(topology, [gpus[chain[0]] for chain in
-                                      layout.channels[members[0]].chains], "collnet_chain")
-            for members in layout.tree_lanes.channels]
-    return collnet_chain_job(job, nets)
+    plan = machine_sharp(topology, gpus, _lane_heads(layout), job.nranks, "collnet_chain")
+    return _declare_chain(job, replace(plan, layout=layout))
 
 
 def _chain_cost(c: Cost) -> float:

@@ -23,30 +23,34 @@ so each GPU's links carry n, not n(1 + 1/p), each way); NVLS's register-buffer p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from collsim.algorithms.nccl.switches import (
     NVLS_CHUNK_BYTES,
+    SharpPlan,
     channels_of,
     chunk_cap,
     chunk_elements,
     chunks,
-    network_switch,
+    machine_sharp,
     node_groups,
     nvswitch_of,
+    plan_sharp,
     receive_each,
     reducing_switch,
     regions,
     require,
     send_each,
+    sharp_helper,
     slices,
     with_helpers,
 )
 from collsim.algorithms.nccl.tree import relay_steps
 from collsim.algorithms.registry import Cost, register
 from collsim.errors import InputError
-from collsim.program import Job, Op, Parallel, Program, Recv, Send, block
+from collsim.program import Copy, Job, Op, Parallel, Program, Recv, Reduce, Send, block
 from collsim.tags import TAGS
 
 SOURCE = ("NCCL src/device/all_reduce.h runNvls, src/transport/nvls.cc (NCCL_NVLS_CHUNKSIZE "
@@ -98,7 +102,7 @@ def node_switch(job: Job, nodes: list[tuple[int, ...]], node: int,
     """Node ``node``'s NVSwitch: on one node it multicasts each chunk's sum; across nodes it
     sends slice h of each chunk's sum to the slice's head and multicasts the global sums
     the heads hand back."""
-    local, p = nodes[node], job.nranks
+    local = nodes[node]
     pieces = [[(UP[i], *c)] for i, c in enumerate(cs)]
     if len(nodes) == 1:
         def multicast(i: int) -> list[Send]:
@@ -106,25 +110,43 @@ def node_switch(job: Job, nodes: list[tuple[int, ...]], node: int,
         yield from reducing_switch(local, pieces, job.count, multicast)
         return
     m = heads_of(nodes)
-
-    def to_heads(i: int) -> list[Send]:
-        return [Send(head(local, h), PARTIAL.part(h, m)[i], *piece)
-                for h, piece in enumerate(slices(cs[i], m))]
-    yield Parallel([reducing_switch(local, pieces, job.count, to_heads),
-                    _multicast_results(local, cs, m, p)])
+    yield Parallel([_chunk_through(local, cs[i], i, m, job.count) for i in range(len(cs))])
 
 
-def _multicast_results(local: tuple[int, ...], cs: list[tuple[int, int]], m: int, p: int
-                       ) -> Program:
-    """Step i receives chunk i's global sums from the heads while chunk i-1 is multicast."""
-    for i in range(len(cs) + 1):
-        ops: list[Op] = []
-        if i < len(cs):
-            ops += [Recv(head(local, h), RESULT.part(h, m)[i], *piece)
-                    for h, piece in enumerate(slices(cs[i], m))]
-        if i >= 1:
-            ops += [Send(g, DOWN[i - 1], *cs[i - 1]) for g in local]
-        yield tuple(ops)
+def _chunk_through(local: tuple[int, ...], chunk: tuple[int, int], i: int, m: int,
+                   width: int) -> Program:
+    """One chunk through a node's NVSwitch across nodes: its copies in; slice h of the other
+    GPUs' sum to the slice's head, which combines it into its own; then the global sums
+    back from the heads, multicast.
+
+    Each chunk is a thread of its own, so the switch holds every chunk in flight (NCCL's
+    buffer slots, here unbounded): a switch that waited for every head before taking the
+    next chunk would tie all slices' trees together in lockstep. Leaving the head's own
+    copy out lets the head combine what it receives in any order."""
+    offset, count = chunk
+    yield tuple(Recv(g, UP[i], j * width + offset, count, buf="tmp")
+                for j, g in enumerate(local))
+    combine: list[Op] = []
+    sends: list[Op] = []
+    for h, (start, length) in enumerate(slices(chunk, m)):
+        others = [j for j, g in enumerate(local) if g != head(local, h)]
+        if not others:
+            continue
+        combine.append(Copy("buf", start, "tmp", others[0] * width + start, length))
+        combine += [Reduce("buf", start, "tmp", j * width + start, length) for j in others[1:]]
+        sends.append(Send(head(local, h), PARTIAL.part(h, m)[i], start, length))
+    if combine:
+        yield tuple(combine)
+        yield tuple(sends)
+    yield tuple(Recv(head(local, h), RESULT.part(h, m)[i], *piece)
+                for h, piece in enumerate(slices(chunk, m)))
+    yield tuple(Send(g, DOWN[i], *chunk) for g in local)
+
+
+def others_partial(switch: int, local: tuple[int, ...], h: int, m: int) -> list:
+    """What a head of slice h receives from its NVSwitch: the other GPUs' sum, combined
+    (nothing on a node of one GPU)."""
+    return [(switch, PARTIAL.part(h, m), True)] if len(local) > 1 else []
 
 
 def headed(rank: int, ranks: tuple[int, ...], m: int) -> list[int]:
@@ -132,18 +154,25 @@ def headed(rank: int, ranks: tuple[int, ...], m: int) -> list[int]:
     return [h for h in range(m) if head(ranks, h) == rank]
 
 
-def sharp_switch(job: Job, nodes: list[tuple[int, ...]], h: int, cs: list[tuple[int, int]]
-                 ) -> Program:
-    """The network switch of slice h (SHARP): combines the heads' copies of slice h of each
-    chunk and sends the sum back to every head."""
-    m = heads_of(nodes)
-    heads = [head(ranks, h) for ranks in nodes]
-    piece = [slices(c, m)[h] for c in cs]
+def slice_plan(job: Job, nodes: list[tuple[int, ...]], first: int) -> SharpPlan:
+    """The network reductions of the slices: the one the simulator prepared, else one
+    switch per slice (helper ranks from ``first`` on)."""
+    plan = job.layout
+    if isinstance(plan, SharpPlan) and len(plan.trees) == heads_of(nodes):
+        return plan
+    return plan_sharp(slice_groups(nodes), first)
 
-    def back(i: int) -> list[Send]:
-        return [Send(g, NET_DOWN.part(h, m)[i], *piece[i]) for g in heads]
-    yield from reducing_switch(heads, [[(NET_UP.part(h, m)[i], *s)] for i, s in enumerate(piece)],
-                               job.count, back)
+
+def slice_groups(nodes: list[tuple[int, ...]]) -> list[list[int]]:
+    """The heads of each slice, one per node."""
+    return [[head(ranks, h) for ranks in nodes] for h in range(heads_of(nodes))]
+
+
+def slice_switch(job: Job, plan: SharpPlan, rank: int, cs: list[tuple[int, int]], m: int
+                 ) -> Program:
+    """Network helper ``rank``: its part of slice h's aggregation tree."""
+    return sharp_helper(plan, rank, lambda h: [slices(c, m)[h] for c in cs],
+                        lambda h: NET_UP.part(h, m), lambda h: NET_DOWN.part(h, m), job.count)
 
 
 def _allreduce(rank: int, job: Job) -> Program:
@@ -152,53 +181,61 @@ def _allreduce(rank: int, job: Job) -> Program:
         return
     nodes = node_groups(job)
     many = len(nodes) > 1
+    m = heads_of(nodes)
     cs = lane_chunks(job, 6 if many else 2)
+    plan = slice_plan(job, nodes, p + len(nodes)) if many else None
     if rank >= p + len(nodes):
-        yield from sharp_switch(job, nodes, rank - p - len(nodes), cs)
+        yield from slice_switch(job, plan, rank, cs, m)
         return
     if rank >= p:
         yield from node_switch(job, nodes, rank - p, cs)
         return
     node = next(k for k, ranks in enumerate(nodes) if rank in ranks)
     threads = gpu_threads(p + node, cs)
-    if many:
-        m, switch = heads_of(nodes), p + node
+    if plan is not None:
+        switch = p + node
         for h in headed(rank, nodes[node], m):
-            net = p + len(nodes) + h
+            net = plan.trees[h].parent(rank)
             piece = [slices(c, m)[h] for c in cs]
-            threads += [relay_steps(piece, [(switch, PARTIAL.part(h, m), False)],
+            threads += [relay_steps(piece, others_partial(switch, nodes[node], h, m),
                                     [(net, NET_UP.part(h, m))], 0),
                         relay_steps(piece, [(net, NET_DOWN.part(h, m), False)],
                                     [(switch, RESULT.part(h, m))], 0)]
     yield Parallel(threads)
 
 
-def allreduce_helpers(job: Job, switches: list[str], nets: list[str]) -> Job:
-    """``job`` with its NVSwitches (one per node) and, across nodes, one network switch per
-    slice, as helper ranks; ``lanes``: one lane of all channels."""
+def allreduce_helpers(job: Job, switches: list[str], plan: SharpPlan | None) -> Job:
+    """``job`` with its NVSwitches (one per node) and, across nodes, the network switches
+    of ``plan`` as helper ranks; ``lanes``: one lane of all channels."""
     nodes = node_groups(job)
+    nets = list(plan.names) if plan is not None else []
     scratch = [len(ranks) * job.count for ranks in nodes] + [len(nodes) * job.count] * len(nets)
-    return replace(with_helpers(job, switches + nets, scratch), lanes=(channels_of(job),))
+    return replace(with_helpers(job, switches + nets, scratch), lanes=(channels_of(job),),
+                   layout=plan)
 
 
-def nvls_allreduce_job(job: Job) -> Job:
-    """``job`` with its helper ranks named after nothing in particular (for the data
-    interpreter, which does not place them)."""
+def nvls_allreduce_job(job: Job, leaf_of: Callable[[int], str] | None = None) -> Job:
+    """``job`` with its helper ranks (for the data interpreter, which does not place them):
+    one switch per slice, or with ``leaf_of`` (head -> leaf name) a leaf per name and a top
+    above them."""
     nodes = node_groups(job)
-    nets = [f"net{h}" for h in range(heads_of(nodes))] if len(nodes) > 1 else []
-    return allreduce_helpers(job, [f"n{k}.nvswitch" for k in range(len(nodes))], nets)
+    plan = None
+    if len(nodes) > 1:
+        plan = plan_sharp(slice_groups(nodes), job.nranks + len(nodes), leaf_of,
+                          (lambda leaves, g: f"top{g}") if leaf_of else None)
+    return allreduce_helpers(job, [f"n{k}.nvswitch" for k in range(len(nodes))], plan)
 
 
 def _prepare_allreduce(job: Job, topology: Any, gpus: list[int]) -> Job:
     require(topology, "nvls", "nvls")
     nodes = node_groups(job)
     switches = [nvswitch_of(topology, gpus[ranks[0]], "nvls") for ranks in nodes]
-    nets: list[str] = []
+    plan = None
     if len(nodes) > 1:
         require(topology, "sharp", "nvls across nodes (NCCL runs it with CollNet)")
-        nets = [network_switch(topology, [gpus[head(ranks, h)] for ranks in nodes], "nvls")
-                for h in range(heads_of(nodes))]
-    return allreduce_helpers(job, switches, nets)
+        plan = machine_sharp(topology, gpus, slice_groups(nodes), job.nranks + len(nodes),
+                             "nvls")
+    return allreduce_helpers(job, switches, plan)
 
 
 PARAMS = ("channels", "chunk_size")

@@ -19,7 +19,6 @@ from dataclasses import replace
 from typing import Any
 
 from collsim.algorithms.nccl.nvls import (
-    PARTIAL,
     RESULT,
     TREE_DOWN,
     TREE_UP,
@@ -30,6 +29,7 @@ from collsim.algorithms.nccl.nvls import (
     lane_chunks,
     node_switch,
     one_node_cost,
+    others_partial,
 )
 from collsim.algorithms.nccl.switches import (
     channels_of,
@@ -42,7 +42,7 @@ from collsim.algorithms.nccl.switches import (
 from collsim.algorithms.nccl.tree import relay_steps
 from collsim.algorithms.registry import register
 from collsim.nccl.layout import Tree, double_tree
-from collsim.program import Job, Op, Parallel, Program, Recv, Send
+from collsim.program import Job, Parallel, Program
 
 
 def depth(tree: Tree) -> int:
@@ -54,28 +54,6 @@ def depth(tree: Tree) -> int:
             hops, up = hops + 1, tree.parent[up]
         deepest = max(deepest, hops)
     return deepest
-
-
-def _up(piece: list[tuple[int, int]], switch: int, parent: int | None, children: list[int],
-        h: int, m: int) -> Program:
-    """A head's slice h going up: the node's sum from the switch, then the children's
-    combined into it while the previous chunk goes to the parent (the root: down to the
-    children and to the switch)."""
-    up, down, result = TREE_UP.part(h, m), TREE_DOWN.part(h, m), RESULT.part(h, m)
-    for i in range(len(piece) + 1):
-        if i < len(piece):
-            yield Recv(switch, PARTIAL.part(h, m)[i], *piece[i])
-        ops: list[Op] = []
-        if i < len(piece):
-            ops += [Recv(child, up[i], *piece[i], reduce=True) for child in children]
-        if i >= 1:
-            if parent is None:
-                ops += [Send(child, down[i - 1], *piece[i - 1]) for child in children]
-                ops.append(Send(switch, result[i - 1], *piece[i - 1]))
-            else:
-                ops.append(Send(parent, up[i - 1], *piece[i - 1]))
-        if ops:
-            yield tuple(ops)
 
 
 def _program(rank: int, job: Job) -> Program:
@@ -99,12 +77,15 @@ def _program(rank: int, job: Job) -> Program:
         parent = None if up is None else head(nodes[up], h)
         children = [head(nodes[child], h) for child in tree.children[node]]
         piece = [slices(c, m)[h] for c in cs]
-        threads.append(_up(piece, switch, parent, children, h, m))
-        if parent is not None:
-            threads.append(relay_steps(
-                piece, [(parent, TREE_DOWN.part(h, m), False)],
-                [(child, TREE_DOWN.part(h, m)) for child in children]
-                + [(switch, RESULT.part(h, m))], 0))
+        up, down = TREE_UP.part(h, m), TREE_DOWN.part(h, m)
+        receive = (others_partial(switch, nodes[node], h, m)
+                   + [(child, up, True) for child in children])
+        below = [(child, down) for child in children] + [(switch, RESULT.part(h, m))]
+        if parent is None:  # the root turns each chunk around
+            threads.append(relay_steps(piece, receive, below, 0))
+            continue
+        threads += [relay_steps(piece, receive, [(parent, up)], 0),
+                    relay_steps(piece, [(parent, down, False)], below, 0)]
     yield Parallel(threads)
 
 

@@ -13,11 +13,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
-from collsim.program import Copy, HelperRank, Job, Op, Program, Recv, Reduce, Send, block
+from collsim.program import (
+    Copy,
+    HelperRank,
+    Job,
+    Op,
+    Parallel,
+    Program,
+    Recv,
+    Reduce,
+    Send,
+    block,
+)
 from collsim.tags import Tags
 
 # NCCL_NVLS_CHUNKSIZE's default, 128 KiB (NCCL src/transport/nvls.cc): NVLS moves a channel's
@@ -106,10 +118,10 @@ def nvswitch_of(topology: Topology, gpu: int, algorithm: str) -> str:
     return name
 
 
-def network_switch(topology: Topology, gpus: Sequence[int], algorithm: str) -> str:
-    """The network switch every one of ``gpus`` reaches in the fewest hops (the first such
-    in the topology's order): the top of the reduction tree SHARP builds over them."""
-    best: tuple[int, str] | None = None
+def nearest_switches(topology: Topology, gpus: Sequence[int]) -> list[str]:
+    """The network switches every one of ``gpus`` reaches in the fewest hops, in the
+    topology's order (empty when they reach none)."""
+    found: list[tuple[int, str]] = []
     for endpoint in topology.endpoints():
         if endpoint.kind == "nvswitch":
             continue
@@ -117,12 +129,141 @@ def network_switch(topology: Topology, gpus: Sequence[int], algorithm: str) -> s
             hops = max(len(topology.route(g, endpoint.index)) for g in gpus)
         except ValueError:
             continue
-        if best is None or hops < best[0]:
-            best = (hops, endpoint.name)
-    if best is None:
-        raise InputError(f"{algorithm} needs a network switch that every node reaches; "
-                         f"topology '{topology.name}' has none", key="topology")
-    return best[1]
+        found.append((hops, endpoint.name))
+    fewest = min((hops for hops, _ in found), default=0)
+    return [name for hops, name in found if hops == fewest]
+
+
+@dataclass(frozen=True)
+class SharpTree:
+    """How one group of heads reduces in the network (SHARP's aggregation tree): each head
+    sends to its leaf (a helper rank), the leaves to the top; without leaves the heads send
+    to the top directly. ``leaves``: (helper rank, the heads under it)."""
+
+    heads: tuple[int, ...]
+    top: int
+    leaves: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def parent(self, head: int) -> int:
+        """The helper rank ``head`` sends its copy to."""
+        return next((leaf for leaf, under in self.leaves if head in under), self.top)
+
+    @property
+    def sources(self) -> tuple[int, ...]:
+        """The ranks the top combines: the leaves, or the heads."""
+        return tuple(leaf for leaf, _ in self.leaves) or self.heads
+
+
+@dataclass(frozen=True)
+class SharpPlan:
+    """The network reductions of a call: one tree per group of heads, the helper ranks'
+    endpoint names (in rank order from the first network helper) and the NCCL layout the
+    plan was made with, if any."""
+
+    trees: tuple[SharpTree, ...]
+    names: tuple[str, ...]
+    layout: Any = None
+
+
+def plan_sharp(groups: Sequence[Sequence[int]], first: int,
+               leaf_of: Callable[[int], str] | None = None,
+               top_of: Callable[[list[str], int], str] | None = None) -> SharpPlan:
+    """One tree per group of heads, helper ranks from ``first`` on. ``leaf_of(head)`` names
+    the switch a head reaches first; groups whose heads reach several get a leaf helper on
+    each and a top on ``top_of(leaves, group)``. Without ``leaf_of`` every group has one
+    switch (named ``net<g>``)."""
+    trees, names = [], []
+    for g, heads in enumerate(groups):
+        under: dict[str, list[int]] = {}
+        for head in heads:
+            under.setdefault(leaf_of(head) if leaf_of else f"net{g}", []).append(head)
+        if len(under) == 1 or top_of is None:
+            trees.append(SharpTree(tuple(heads), first + len(names)))
+            names.append(next(iter(under)))
+            continue
+        leaves = []
+        for name, members in under.items():
+            leaves.append((first + len(names), tuple(members)))
+            names.append(name)
+        trees.append(SharpTree(tuple(heads), first + len(names), tuple(leaves)))
+        names.append(top_of(list(under), g))
+    return SharpPlan(tuple(trees), tuple(names))
+
+
+def machine_sharp(topology: Topology, gpus: Sequence[int], groups: Sequence[Sequence[int]],
+                  first: int, algorithm: str) -> SharpPlan:
+    """:func:`plan_sharp` on the machine: each head's leaf is the network switch nearest its
+    GPU; a group spread over several leaves gets a top switch among those nearest to all of
+    them, group g on the (g mod count)-th, so that the groups spread over the spines."""
+    def leaf_of(head: int) -> str:
+        near = nearest_switches(topology, [gpus[head]])
+        if not near:
+            raise InputError(f"{algorithm} needs a network switch that every node reaches; "
+                             f"topology '{topology.name}' has none", key="topology")
+        return near[0]
+
+    def top_of(leaves: list[str], group: int) -> str:
+        indices = [topology.endpoint(name) for name in leaves]
+        found: list[tuple[int, str]] = []
+        for endpoint in topology.endpoints():
+            if endpoint.kind == "nvswitch" or endpoint.name in leaves:
+                continue
+            try:
+                hops = max(len(topology.route(i, endpoint.index)) for i in indices)
+            except ValueError:
+                continue
+            found.append((hops, endpoint.name))
+        if not found:
+            raise InputError(f"{algorithm} needs a switch above {', '.join(leaves)}; "
+                             f"topology '{topology.name}' has none", key="topology")
+        fewest = min(hops for hops, _ in found)
+        tops = [name for hops, name in found if hops == fewest]
+        return tops[group % len(tops)]
+
+    if topology.kind in CANONICAL:
+        return plan_sharp(groups, first, lambda head: topology.endpoints()[0].name)
+    return plan_sharp(groups, first, leaf_of, top_of)
+
+
+def sharp_helper(plan: SharpPlan, rank: int, pieces: Callable[[int], list[list[tuple[int, int]]]],
+                 up: Callable[[int], Any], down: Callable[[int], Any], width: int,
+                 lane: Callable[[int], int] = lambda g: 0) -> Program:
+    """The program of network helper ``rank`` of ``plan``: a leaf combines its heads'
+    copies and sends the sum to the top while it passes the top's results down to them; a
+    top combines its sources' copies and sends the result back. ``pieces(g)``: group g's
+    chunks (offset, count); ``up(g)``, ``down(g)``: its tag spaces."""
+    for g, tree in enumerate(plan.trees):
+        if rank == tree.top or any(rank == leaf for leaf, _ in tree.leaves):
+            yield from _tree_switch(tree, rank, pieces(g), up(g), down(g), width, lane(g))
+            return
+
+
+def _tree_switch(tree: SharpTree, rank: int, chunks_: Sequence[tuple[int, int]], up: Any,
+                 down: Any, width: int, lane: int) -> Program:
+    stacked = [[(up[i], *c)] for i, c in enumerate(chunks_)]
+    if rank == tree.top:
+        def back(i: int) -> list[Send]:
+            return [Send(src, down[i], *chunks_[i], lane=lane) for src in tree.sources]
+        yield from reducing_switch(tree.sources, stacked, width, back, lane)
+        return
+    under = next(members for leaf, members in tree.leaves if leaf == rank)
+
+    def to_top(i: int) -> list[Send]:
+        return [Send(tree.top, up[i], *chunks_[i], lane=lane)]
+    yield Parallel([reducing_switch(under, stacked, width, to_top, lane),
+                    _pass_down(chunks_, tree.top, under, down, lane)])
+
+
+def _pass_down(chunks_: Sequence[tuple[int, int]], top: int, under: Sequence[int], tags: Any,
+               lane: int) -> Program:
+    """Step i receives chunk i's result from the top while chunk i-1 goes to the heads."""
+    for i in range(len(chunks_) + 1):
+        ops: list[Op] = []
+        if i < len(chunks_):
+            ops.append(Recv(top, tags[i], *chunks_[i], lane=lane))
+        if i >= 1:
+            ops += [Send(head, tags[i - 1], *chunks_[i - 1], lane=lane) for head in under]
+        yield tuple(ops)
 
 
 def reducing_switch(sources: Sequence[int], pieces: Sequence[Sequence[tuple[int, int, int]]],
