@@ -9,9 +9,10 @@ as one lane of weight ``channels``, cut into chunks of ``channels × chunk_size`
   back; the switch combines the copies and multicasts the result to every GPU.
 - **allreduce across nodes** (NCCL pairs NVLS with CollNet there): each chunk is cut into one
   slice per head (slice h: the node's GPU ``h mod size``, in rank order); the switch sends
-  the node's sum of slice h to its head, the head sends it to the network switch of slice h
-  (a SHARP helper), receives the global sum back and hands it to its NVSwitch, which
-  multicasts the whole chunk to the node's GPUs.
+  the other GPUs' sum of slice h to its head, which combines it into its own, reduces it
+  through SHARP (:func:`~collsim.algorithms.nccl.switches.plan_sharp`: its leaf, a top above
+  the leaves), receives the global sum back and hands it to its NVSwitch, which multicasts
+  the whole chunk to the node's GPUs. The switch holds every chunk in flight.
 - **allgather, reducescatter** (one node only, as NCCL 2.19+): each GPU's block goes up
   once and the switch multicasts it to the others; or each GPU sends every block up and the
   switch sends block b's sum to GPU b.
