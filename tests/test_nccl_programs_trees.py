@@ -13,12 +13,12 @@ from collsim.algorithms.nccl.nvls import nvls_allreduce_job
 from collsim.algorithms.nccl.nvls_tree import depth, nvls_tree_job
 from collsim.engine.data import check_algorithm
 from collsim.errors import InputError
-from collsim.hardware.loader import load_topology
+from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.topology import switch
 from collsim.nccl.layout import double_tree
 from collsim.program import Job
 from collsim.simulate import make_job, simulate
-from tests.test_nccl_algorithms import DTYPES, OPS, nodes_of
+from tests.test_nccl_algorithms import CLUSTER, DTYPES, OPS, nodes_of
 
 DECLARE = {"nvls_tree": nvls_tree_job, "collnet_direct": collnet_direct_job,
            "collnet_chain": collnet_chain_job}
@@ -56,6 +56,28 @@ def test_data_through_two_level_sharp_trees(name):
         if len(set(nodes)) > 2:
             assert any(name.startswith("top") for name in (h.endpoint for h in declared.helpers))
         check_algorithm(program, declared, OPS[p % len(OPS)], "int64", seed=p)
+
+
+MACHINE = CLUSTER + """gpu: {model: test, arch: 90}
+nccl: {launch: 0us, cpu: intel, nvls: true, sharp: true}
+"""
+
+
+@pytest.mark.parametrize("name", ["nvls", "nvls_tree", "collnet_direct", "collnet_chain"])
+def test_data_with_machine_plans_and_placement_lists(name):
+    """Jobs prepared on a machine (two leaves, spines above) with random GPU lists: helper
+    ranks on its NVSwitches, leaves and spines, and the data still right."""
+    algorithm = REGISTRY["allreduce", name]
+    rng = np.random.default_rng(len(name))
+    for nodes, nics in ((2, 1), (3, 2), (4, 4)):
+        topology = topology_from_text(MACHINE, {"nodes": nodes, "node.nics.count": nics})
+        for p in sorted({2, 5, 9, nodes * 8}):
+            gpus = sorted(int(g) for g in rng.choice(topology.gpus, p, replace=False))
+            params = {"placement": gpus, "channels": int(rng.integers(1, 9)), "chunk_size": 8}
+            job, _ = make_job(topology, algorithm, p, 4 * (7 * p + 3), params)
+            assert job.helpers and all(topology.endpoint(h.endpoint) >= topology.gpus
+                                       for h in job.helpers)
+            check_algorithm(algorithm.program, job, "sum", "int32", seed=p)
 
 
 def test_the_double_trees_depth():
