@@ -10,9 +10,10 @@ already holds with s + 2^d < p; reduce-scatter is the same schedule reversed, pa
 going towards their block's rank, combined on arrival. Blocks are packed into the scratch
 ``tmp`` (copies are free). Channels carry equal pieces on the same peers: one lane of all.
 
-Not modelled: NCCL's limit on how many blocks one step aggregates (its buffer's
-``aggFactor`` splits big steps into several), its chunking of large blocks, and the
-non-cyclic peer pattern NCCL uses when p is not a power of two (here peers wrap mod p).
+As in NCCL (``(rank + s) % nranks``) block indices wrap mod p, and distances halve (its
+``scale``). Not modelled: NCCL's limit on how many blocks one step aggregates (its buffer's
+``aggFactor`` splits big steps into several), its chunking of large blocks, and the order in
+which it walks the blocks within a step.
 """
 
 from __future__ import annotations
