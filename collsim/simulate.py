@@ -37,6 +37,7 @@ class PointResult:
     analytic_time_s: float | None
     transfers: int
     scenario: str = ""
+    path: str = "full"  # how the engine timed it: "lockstep" (whole steps) or "full" (events)
 
     def row(self) -> dict[str, Any]:
         """The table's columns in DESIGN.md's order; a missing closed form is empty."""
@@ -149,4 +150,4 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     return PointResult(topology.name, collective, algorithm, ranks, size_bytes, time, algbw,
                        busbw,
                        analytic_time(topology, chosen, ranks, size_bytes, job.params, costs),
-                       run.transfers)
+                       run.transfers, path=run.path)

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         row = result.row()
         row["analytic_time_s"] = result.analytic_time_s
+        row["path"] = result.path
         print(json.dumps(row))
     else:
         print(result)
