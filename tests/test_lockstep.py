@@ -15,15 +15,15 @@ from collsim.engine.lockstep import Exchange, run_lockstep
 from collsim.engine.timing import TimingEngine
 from collsim.hardware.loader import load_topology
 from collsim.hardware.topology import switch
-from collsim.program import Recv, Send
+from collsim.program import Job, Recv, Send
 from collsim.simulate import get_algorithm, make_job, simulate
 
 CLUSTER = Path(__file__).resolve().parent.parent / "topologies" / "h100-cluster.yaml"
 
 
-def both(topology, collective, p, size, params=None, costs=None):
-    """(lockstep run, event-driven run) of NCCL's ring."""
-    algorithm = get_algorithm(collective, "ring")
+def both(topology, collective, p, size, params=None, costs=None, name="ring"):
+    """(lockstep run, event-driven run) of ``name`` (NCCL's ring by default)."""
+    algorithm = get_algorithm(collective, name)
     job, gpus = make_job(topology, algorithm, p, size, dict(params or {}))
     extra = {} if costs is None else {"costs": costs}
     quick = TimingEngine(topology, gpus, job, algorithm.program, **extra).run()
@@ -52,6 +52,20 @@ def test_lockstep_equals_events_on_a_switch(p, elements, collective, reduce_band
     topology = switch("s", p, 0.7e-6, 90e9, reduce_bandwidth or float("inf"))
     costs = MessageCosts(launch=launch, per_message=per_message, channel_cap=channel_cap)
     quick, full = both(topology, collective, p, 4 * elements, {"channels": channels}, costs)
+    assert quick.path == "lockstep"
+    same(quick, full)
+
+
+@settings(max_examples=30, deadline=None)
+@given(p=st.integers(2, 20), per_rank=st.integers(0, 300),
+       collective=st.sampled_from(["alltoall", "reducescatter"]),
+       reduce_bandwidth=st.sampled_from([None, 37e9]), launch=st.sampled_from([0.0, 4.2e-6]))
+def test_pairwise_steps_change_pattern_every_step_and_stay_exact(p, per_rank, collective,
+                                                                 reduce_bandwidth, launch):
+    """Pairwise exchange: a new pattern at every step, each port still its own rank's."""
+    topology = switch("s", p, 0.7e-6, 90e9, reduce_bandwidth or float("inf"))
+    quick, full = both(topology, collective, p, 4 * per_rank * p, {},
+                       MessageCosts(launch=launch), "pairwise")
     assert quick.path == "lockstep"
     same(quick, full)
 
@@ -114,3 +128,86 @@ def test_simulate_at_scale_takes_the_lockstep_path_and_meets_the_closed_form():
     result = simulate(switch("s", 2048, 1e-6, 100e9, reduce_bandwidth=50e9), "allreduce",
                       "ring", 2048, 1 << 24)
     assert abs(result.time_s - result.analytic_time_s) <= 1e-9 * result.analytic_time_s
+
+
+def programs_of(steps):
+    """Per-rank programs doing ``steps`` (Exchanges), with the steps as their lockstep form."""
+
+    def program(rank, job):
+        for tag, step in enumerate(steps):
+            counts = np.broadcast_to(step.counts, (job.nranks,))
+            out = int(np.flatnonzero(step.senders == rank)[0])
+            into = int(np.flatnonzero(step.receivers == rank)[0])
+            yield (Send(int(step.receivers[out]), tag, 0, int(counts[out]), lane=step.lane),
+                   Recv(int(step.senders[into]), tag, 0, int(counts[into]), reduce=step.reduce,
+                        lane=step.lane))
+
+    program.lockstep = lambda job: steps
+    return program
+
+
+@st.composite
+def exchanges(draw, p):
+    """A few steps, each a random permutation without fixed points (a pattern drawn from a
+    small pool, so patterns repeat and change), random counts, some combining."""
+    pool = []
+    for _ in range(draw(st.integers(1, 3))):
+        order = draw(st.permutations(range(p)))
+        shift = draw(st.integers(1, p - 1))
+        senders = np.asarray(order)
+        pool.append((senders, np.roll(senders, -shift)))
+    steps = []
+    for _ in range(draw(st.integers(1, 6))):
+        senders, receivers = pool[draw(st.integers(0, len(pool) - 1))]
+        counts = np.asarray(draw(st.lists(st.integers(0, 3000), min_size=p, max_size=p)))
+        steps.append(Exchange(senders, receivers, counts, draw(st.booleans())))
+    return steps
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), nics=st.sampled_from([1, 2, 8]), nodes=st.integers(1, 3))
+def test_any_pattern_is_exact_or_falls_back(data, nics, nodes):
+    """Random permutation steps on a cluster whose nodes have 1, 2 or 8 NICs: wherever the
+    lockstep path takes them (pairs that never meet on a link) every rank finishes at the
+    events' very instant; where transfers could meet it declines. On a switch it never
+    declines (each port carries its own rank's transfers)."""
+    topology = load_topology(CLUSTER, {"nodes": nodes, "node.nics.count": nics})
+    p = topology.gpus
+    steps = data.draw(exchanges(p))
+    program = programs_of(steps)
+    job = Job("allreduce", p, 3000)
+    gpus = list(range(p))
+    full = TimingEngine(topology, gpus, job, program, lockstep=False).run()
+    quick = TimingEngine(topology, gpus, job, program).run()
+    same(quick, full)  # lockstep or not, the same finish times
+    flat = switch("s", p, 1e-6, 50e9, 20e9)
+    full = TimingEngine(flat, gpus, job, program, lockstep=False).run()
+    quick = TimingEngine(flat, gpus, job, program).run()
+    assert quick.path == "lockstep"
+    same(quick, full)
+
+
+def test_a_transfer_still_on_a_link_when_the_pattern_changes_falls_back():
+    """Two nodes of one NIC each: step 1 sends a large message 0 -> 8 over the NICs while
+    the other ranks pass small ones in their node. If step 2 sends 1 -> 9 (and back), it
+    would start while 0 -> 8 is still on the NIC's link: the lockstep path declines. If it
+    sends 0 -> 9 and 9 -> 0, each starts only once the transfer before it on those links
+    (its own rank's) was delivered: the path holds, to the bit."""
+    topology = load_topology(CLUSTER, {"nodes": 2, "node.nics.count": 1})
+    first = np.array([0, 8, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15])
+    into_first = np.array([8, 0, 2, 3, 4, 5, 6, 7, 1, 10, 11, 12, 13, 14, 15, 9])
+    meets = (np.array([1, 9, 0, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15]),
+             np.array([9, 1, 2, 3, 4, 5, 6, 7, 0, 10, 11, 12, 13, 14, 15, 8]))
+    follows = (np.array([0, 9, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15]),
+               np.array([9, 0, 2, 3, 4, 5, 6, 7, 1, 10, 11, 12, 13, 14, 15, 8]))
+    job = Job("allreduce", 16, 1 << 20)
+    gpus = list(range(16))
+    counts = np.full(16, 10)
+    counts[0] = 1 << 20
+    for (senders, receivers), declined in ((meets, True), (follows, False)):
+        steps = [Exchange(first, into_first, counts), Exchange(senders, receivers, 10)]
+        engine = TimingEngine(topology, gpus, job, programs_of(steps))
+        assert (run_lockstep(engine.fabric, gpus, job, steps, 0.0, 0.0) is None) == declined
+        quick = engine.run()
+        assert quick.path == ("full" if declined else "lockstep")
+        same(quick, TimingEngine(topology, gpus, job, programs_of(steps), lockstep=False).run())

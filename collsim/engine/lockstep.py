@@ -62,8 +62,9 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
                  ) -> LockstepResult | None:
     """Time ``exchanges`` for ``job`` with rank r on GPU ``gpus[r]``, every rank starting at
     ``start`` (launch included) and combining at ``gamma`` seconds per byte; None when
-    the steps do not fit the lockstep path (a pattern that shares a link, helper ranks,
-    an exchange whose ranks are not each one sender and one receiver)."""
+    the steps do not fit the lockstep path (two pairs of a pattern on one link, a transfer
+    that would meet an earlier one still on a link, helper ranks, an exchange whose ranks
+    are not each one sender and one receiver)."""
     p = job.nranks
     if job.helpers or len(gpus) != p:
         return None
@@ -73,19 +74,27 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
     lanes_total = sum(job.lanes)
     channel_cap, gpu_cap = caps(fabric.costs)
     itemsize = job.itemsize
-    checked: tuple | None = None
+    links = Links(fabric)
+    patterns: dict[tuple[int, int, int], Pattern] = {}
+    pattern: Pattern | None = None
     transfers = 0
     for exchange in exchanges:
         senders, receivers = exchange.senders, exchange.receivers
-        if checked is None or checked[0] is not senders or checked[1] is not receivers \
-                or checked[2] != exchange.lane:
-            routes = _routes(fabric, gpus, job, senders, receivers, exchange.lane,
-                             channel_cap, gpu_cap)
-            if routes is None or (checked is not None):
-                # A second pattern may overlap the first's last transfers on a link.
-                return None
-            latency, bottleneck, empty = routes
-            checked = (senders, receivers, exchange.lane)
+        if pattern is None or pattern.senders is not senders \
+                or pattern.receivers is not receivers or pattern.lane != exchange.lane:
+            key = (id(senders), id(receivers), exchange.lane)
+            following = patterns.get(key)
+            if following is None:
+                following = _pattern(fabric, gpus, job, senders, receivers, exchange.lane,
+                                     channel_cap, gpu_cap, links)
+                if following is None:
+                    return None
+                patterns[key] = following
+            if pattern is not None:
+                links.leave(pattern)
+            pattern = following
+            links.enter(pattern)
+        latency, bottleneck = pattern.latency, pattern.bottleneck
         transfers += p
         # A transfer starts once both its send and its receive are posted.
         now = np.maximum(ready[senders], ready[receivers])
@@ -93,10 +102,13 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         # Fabric.transfer: drain = now + size/bottleneck; SimPy fires at now + delay with
         # delay = drain + latency - now.
         delivered = now + (now + size / bottleneck + latency - now)
-        if np.any(size <= 0) or empty.any():
+        quiet = None
+        if np.any(size <= 0) or pattern.empty.any():
             # Fabric._call_at: no bytes (or no links) cost the latency alone.
-            quiet = (size <= 0) | empty
+            quiet = (size <= 0) | pattern.empty
             delivered = np.where(quiet, np.where(latency > 0, now + latency, now), delivered)
+        if not links.clear(pattern, now, quiet, delivered):
+            return None
         done = np.empty(p, dtype=np.float64)
         done[senders] = delivered   # sends complete on delivery
         received = delivered
@@ -106,7 +118,7 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
             cost = size * gamma / share
             unit = free.get(lane)
             if unit is None:
-                unit = free[lane] = np.zeros(p, dtype=np.float64)  # by sender index
+                unit = free[lane] = np.zeros(p, dtype=np.float64)  # by rank
             # Simulation._combine: the receiver's unit, after its queued combines.
             queued = unit[receivers]
             begin = np.where(queued > delivered, queued, delivered)
@@ -119,17 +131,86 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
     return LockstepResult(ready.tolist(), transfers)
 
 
+@dataclass
+class Pattern:
+    """One pattern's pairs: routes, and the links each pair's transfers occupy (flattened:
+    ``hops[j]`` is a link index, ``pair_of[j]`` the pair crossing it)."""
+
+    senders: np.ndarray
+    receivers: np.ndarray
+    lane: int
+    latency: np.ndarray
+    bottleneck: np.ndarray
+    empty: np.ndarray
+    hops: np.ndarray
+    pair_of: np.ndarray
+
+
+class Links:
+    """Which transfer each link carried last, and until when (its delivery: the fabric
+    counts an uncontended transfer on its links until then).
+
+    While one pattern repeats, a link carries one pair's transfers only, and that pair's
+    next transfer starts once both its ranks resumed, after its previous one was delivered:
+    nothing to check. When the pattern changes, a transfer must start after the link's last
+    one was delivered, or at that very instant if it shares a rank with it (whose delivery
+    event then fired before that rank resumed); otherwise the two might share the link and
+    the steps go back to the events.
+    """
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.index = {id(channel): i for i, channel in enumerate(fabric.channels)}
+        count = len(fabric.channels)
+        self.until = np.full(count, -np.inf)
+        self.sender = np.full(count, -1, dtype=np.int64)
+        self.receiver = np.full(count, -1, dtype=np.int64)
+        self.last: np.ndarray | None = None   # per pair of the current pattern
+        self.fresh = True  # the pattern has just been entered: check its first step
+
+    def enter(self, pattern: Pattern) -> None:
+        self.last = np.full(len(pattern.senders), -np.inf)
+        self.fresh = True
+
+    def leave(self, pattern: Pattern) -> None:
+        """Write the pattern's last transfers onto its links."""
+        attached = self.last[pattern.pair_of] > -np.inf
+        hops, pairs = pattern.hops[attached], pattern.pair_of[attached]
+        self.until[hops] = self.last[pairs]
+        self.sender[hops] = pattern.senders[pairs]
+        self.receiver[hops] = pattern.receivers[pairs]
+
+    def clear(self, pattern: Pattern, now: np.ndarray, quiet: np.ndarray | None,
+              delivered: np.ndarray) -> bool:
+        """Whether this step's transfers find their links free; remember their deliveries."""
+        if self.fresh:
+            self.fresh = False
+            moving = np.ones(len(now), dtype=bool) if quiet is None else ~quiet
+            entry = moving[pattern.pair_of]
+            hops, pairs = pattern.hops[entry], pattern.pair_of[entry]
+            begin, until = now[pairs], self.until[hops]
+            early = begin <= until
+            if early.any():
+                hops, pairs, begin, until = hops[early], pairs[early], begin[early], until[early]
+                s, r = pattern.senders[pairs], pattern.receivers[pairs]
+                a, b = self.sender[hops], self.receiver[hops]
+                shared = (a == s) | (a == r) | (b == s) | (b == r)
+                if not np.all((begin == until) & shared):
+                    return False
+        self.last = delivered if quiet is None else np.where(quiet, self.last, delivered)
+        return True
+
+
 def _scatter(values: np.ndarray, index: np.ndarray, p: int) -> np.ndarray:
     out = np.empty(p, dtype=np.float64)
     out[index] = values
     return out
 
 
-def _routes(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
-            receivers: np.ndarray, lane: int, channel_cap: float | None,
-            gpu_cap: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(latency, bottleneck, no links) per pair of the pattern, or None when the pattern
-    is not a permutation step or two pairs share a directed link."""
+def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
+             receivers: np.ndarray, lane: int, channel_cap: float | None,
+             gpu_cap: float | None, links: Links) -> Pattern | None:
+    """The pattern's routes, or None when it is not a permutation step or two of its pairs
+    share a directed link."""
     p = job.nranks
     if len(senders) != p or len(receivers) != p or lane < 0:
         return None
@@ -140,8 +221,11 @@ def _routes(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
     latency = np.empty(p, dtype=np.float64)
     bottleneck = np.empty(p, dtype=np.float64)
     empty = np.zeros(p, dtype=bool)
+    hops: list[int] = []
+    pair_of: list[int] = []
     used: set[int] = set()
     weight = job.lanes[lane] if lane < len(job.lanes) else 1.0
+    index = links.index
     for i, (s, r) in enumerate(zip(senders.tolist(), receivers.tolist(), strict=True)):
         channels, lat, neck = fabric.route(gpus[s], gpus[r])
         # Simulation._capped_route: a GPU's lane and total caps are links of its own, and
@@ -151,9 +235,12 @@ def _routes(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
         if gpu_cap is not None:
             neck = min(neck, gpu_cap)
         for channel in channels:
-            key = id(channel)
-            if key in used:
+            link = index[id(channel)]
+            if link in used:
                 return None
-            used.add(key)
+            used.add(link)
+            hops.append(link)
+            pair_of.append(i)
         latency[i], bottleneck[i], empty[i] = lat, neck, not channels
-    return latency, bottleneck, empty
+    return Pattern(senders, receivers, lane, latency, bottleneck, empty,
+                   np.asarray(hops, dtype=np.int64), np.asarray(pair_of, dtype=np.int64))
