@@ -211,3 +211,16 @@ def test_a_transfer_still_on_a_link_when_the_pattern_changes_falls_back():
         quick = engine.run()
         assert quick.path == ("full" if declined else "lockstep")
         same(quick, TimingEngine(topology, gpus, job, programs_of(steps), lockstep=False).run())
+
+
+def test_run_json_counts_the_paths(tmp_path):
+    """A scenario's run.json says how many points each path timed."""
+    import json
+
+    from collsim.cli import main
+
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "ring-vs-tree.yaml"
+    assert main(["run", str(scenario), "--quick", "--out", str(tmp_path / "out")]) == 0
+    info = json.loads((tmp_path / "out" / "run.json").read_text())
+    # The quick grid: 2 sizes x 2 rank counts x 3 algorithms; only the ring is lockstep.
+    assert info["paths"] == {"lockstep": 4, "full": 8}
