@@ -1,16 +1,15 @@
 """The lockstep path: a regular algorithm's whole steps timed at once, without events.
 
 An algorithm whose every step is an *exchange* (each rank posts one send and one receive
-together and resumes when both are done, the senders sending along a fixed pattern of
-pairs, as a ring does) may hand the engine those steps whole (:class:`Exchange`), beside its
-per-rank programs. When no two pairs of the pattern share a directed link, no transfer ever
-shares bandwidth: each pair's next transfer starts only after its previous one was
-delivered (both ranks wait for their own transfers), so every transfer takes exactly
-``latency + bytes / bottleneck`` and the whole run is a recurrence over the ranks' ready
-times, computed with numpy one step of every rank at a time. The floating-point operations
-are the event-driven engine's own, in its order (SimPy's ``now + delay`` included), so the
-times are identical to the bit; where the pattern shares a link, :func:`run_lockstep` says
-so (None) and the engine simulates the programs.
+together and resumes when both are done, as in a ring or a pairwise exchange) may hand the
+engine those steps whole (:class:`Exchange`), beside its per-rank programs. When no
+transfer can ever meet another on a link (the pairs of a step cross disjoint links, and a
+step's transfer starts on a link only after the link's last transfer was delivered; see
+:class:`Links`), every transfer takes exactly ``latency + bytes / bottleneck`` and the whole
+run is a recurrence over the ranks' ready times, computed with numpy one step of every rank
+at a time. The floating-point operations are the event-driven engine's own, in its order
+(SimPy's ``now + delay`` included), so the times are identical to the bit; where transfers
+could meet, :func:`run_lockstep` says so (None) and the engine simulates the programs.
 """
 
 from __future__ import annotations
@@ -31,8 +30,8 @@ class Exchange:
     ``receivers[i]`` (combining them there if ``reduce``) on ``lane``; every rank is one
     sender and one receiver, and posts its send and its receive together.
 
-    ``senders`` and ``receivers`` are the *pattern*: steps of one algorithm share the same
-    two arrays (the same objects), which is how the engine knows it checked them once.
+    ``senders`` and ``receivers`` are the *pattern*: steps that repeat one pattern share the
+    same two arrays (the same objects), which is how the engine knows it checked them.
     ``counts`` is an array in the order of ``senders`` or one count for all.
     """
 
