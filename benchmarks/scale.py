@@ -23,24 +23,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "topologies" / "h100-cluster.yaml"
 OVERSUBSCRIBED = ROOT / "topologies" / "h100-cluster-2to1.yaml"
-# (file, nodes, algorithm, params): the contended cases. The hierarchical allreduce runs
-# eight rings across nodes at once (one per rail) over 2:1 leaves whose uplinks ECMP
-# picks by hash, so flows collide on uplinks; the four-channel ring is four lanes sharing
-# NVLink. Both need every transfer as an event.
-CONTENDED = [(OVERSUBSCRIBED, 128, "hierarchical", {}),
-             (OVERSUBSCRIBED, 128, "ring", {"channels": 4})]
+# (file, nodes, algorithm, params, settings): the contended cases. The hierarchical
+# allreduce runs eight rings across nodes at once (one per rail) over 2:1 leaves whose
+# uplinks ECMP picks by hash, so flows collide on uplinks (with D-mod-k routing the eight
+# go to eight NICs, so eight spines); the four-channel ring is four lanes sharing NVLink.
+# All need every transfer as an event.
+CONTENDED = [(OVERSUBSCRIBED, 128, "hierarchical", {}, {}),
+             (OVERSUBSCRIBED, 128, "hierarchical", {}, {"fabric.routing": "dmodk"}),
+             (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, {})]
 
 
-def one(file: str, nodes: int, algorithm: str, params: dict) -> dict:
+def one(file: str, nodes: int, algorithm: str, params: dict, settings: dict) -> dict:
     """Load, place, route and simulate one case in this process."""
     from collsim.hardware.loader import load_topology
     from collsim.simulate import simulate
 
     wall, cpu = time.perf_counter(), time.process_time()
-    topology = load_topology(file, {"nodes": nodes})
+    topology = load_topology(file, {"nodes": nodes, **settings})
     result = simulate(topology, "allreduce", algorithm, topology.gpus, 1 << 30, params)
     return {"topology": topology.name, "gpus": topology.gpus, "algorithm": algorithm,
-            "params": params, "wall_s": time.perf_counter() - wall,
+            "params": {**params, **settings}, "wall_s": time.perf_counter() - wall,
             "cpu_s": time.process_time() - cpu, "path": result.path,
             "time_s": result.time_s, "busbw": result.busbw_GBps,
             "transfers": result.transfers,
@@ -57,17 +59,17 @@ def main() -> None:
     if args.one:
         print(json.dumps(one(*json.loads(args.one))))
         return
-    cases = [(str(CLUSTER), n, args.algorithm, {}) for n in args.nodes]
+    cases = [(str(CLUSTER), n, args.algorithm, {}, {}) for n in args.nodes]
     if not args.no_oversubscribed:
-        cases += [(str(f), n, a, p) for f, n, a, p in CONTENDED]
-    print(f"{'topology':<20}{'GPUs':>7} {'algorithm':<22}{'path':>9}{'simulated':>13}"
+        cases += [(str(f), n, a, p, s) for f, n, a, p, s in CONTENDED]
+    print(f"{'topology':<20}{'GPUs':>7} {'algorithm':<34}{'path':>9}{'simulated':>13}"
           f"{'busbw GB/s':>11}{'transfers':>12}{'wall s':>8}{'cpu s':>8}{'peak MiB':>9}")
     for case in cases:
         out = subprocess.run([sys.executable, __file__, "--one", json.dumps(case)],
                              check=True, capture_output=True, text=True).stdout
         r = json.loads(out)
         name = r["algorithm"] + "".join(f" {k}={v}" for k, v in r["params"].items())
-        print(f"{r['topology']:<20}{r['gpus']:>7} {name:<22}{r['path']:>9}"
+        print(f"{r['topology']:<20}{r['gpus']:>7} {name:<34}{r['path']:>9}"
               f"{r['time_s'] * 1e3:>10.3f} ms{r['busbw']:>11.1f}{r['transfers']:>12}"
               f"{r['wall_s']:>8.1f}{r['cpu_s']:>8.1f}{r['peak_MiB']:>9.0f}", flush=True)
 

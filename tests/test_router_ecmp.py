@@ -4,11 +4,16 @@ stable hash picks among *all* equal-cost predecessors (as networkx lists them)."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import networkx as nx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collsim.errors import InputError
 from collsim.hardware.graph import LinkGraph, NoRoute, Router, stable_hash
+from collsim.hardware.loader import load_topology
 
 
 @st.composite
@@ -61,3 +66,22 @@ def test_routes_are_shortest_and_hash_over_every_equal_cost_predecessor(case):
                 expected.append(net[previous][here]["link"])
                 here = previous
             assert hops == tuple(reversed(expected))
+
+
+def test_dmodk_takes_the_spine_of_the_destination_nic_and_ecmp_does_not():
+    """On a 2:1 fat-tree of 16 spines, D-mod-k sends every cross-leaf route through spine
+    (destination NIC mod 16); the default hash does not, for some pairs."""
+    file = Path(__file__).resolve().parent.parent / "topologies" / "h100-cluster-2to1.yaml"
+    for routing, expect_all in (("dmodk", True), ("ecmp", False)):
+        topology = load_topology(file, {"nodes": 8, "fabric.routing": routing})
+        spines = []
+        for src in range(0, topology.gpus, 3):
+            for dst in range(topology.gpus):
+                names = [topology.links[i].dst for i in topology.route(src, dst)]
+                spine = [int(n[5:]) for n in names if n.startswith("spine")]
+                if spine:
+                    nic = 8 * (dst // 8) + topology.nic_of(dst)  # the NIC's number
+                    spines.append(spine[0] == nic % 16)
+        assert spines and all(spines) == expect_all
+    with pytest.raises(InputError, match="fabric.routing"):
+        load_topology(file, {"nodes": 8, "fabric.routing": "random"})

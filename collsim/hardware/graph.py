@@ -6,7 +6,10 @@ per byte): fewer hops win among equal links and fast links win over slow ones, a
 paths tie exactly, because the sums are of integers. Among equal-cost paths the route is
 picked hop by hop, walking back from the destination, by a stable hash of (source,
 destination, vertex): the same pair always takes the same path, and different pairs spread
-over parallel uplinks as ECMP switches spread flows. (CRC-32, not Python's salted ``hash``.)
+over parallel uplinks as ECMP switches spread flows, colliding now and then. (CRC-32, not
+Python's salted ``hash``.) A graph whose ``routing`` is ``dmodk`` picks instead the
+destination endpoint's number modulo the choices (switches in the order they were added),
+as InfiniBand's D-mod-k tables do: on a two-tier tree, the spine is destination mod spines.
 
 GPUs and NICs are endpoints, not routers: a route never passes through one. In the routing
 graph every such vertex is split into an outgoing half and an incoming half.
@@ -54,6 +57,9 @@ class LinkGraph:
 
     vertices: dict[str, Vertex] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
+    # How a route picks among equal-cost paths: "ecmp" (a stable hash per flow) or "dmodk"
+    # (the destination endpoint's number modulo their count, switches in the order added).
+    routing: str = "ecmp"
 
     def vertex(self, name: str, kind: str, transit: bool = True, layer: int = 0,
                pos: tuple[float, float] | None = None) -> str:
@@ -103,6 +109,11 @@ def routing_graph(graph: LinkGraph) -> nx.DiGraph:
     return g
 
 
+def _name(vertex: object) -> str:
+    """The LinkGraph vertex a routing-graph vertex stands for (endpoints are split)."""
+    return vertex[0] if isinstance(vertex, tuple) else vertex  # type: ignore[return-value]
+
+
 class NoRoute(ValueError):
     """Two vertices that no path joins."""
 
@@ -123,6 +134,11 @@ class Router:
         self.keep = keep
         self._preds: OrderedDict[object, dict] = OrderedDict()  # distances by source
         self._succ: dict | None = None  # adjacency of the core graph, made on first use
+        self._dmodk: dict[str, int] | None = None
+        if graph.routing == "dmodk":  # endpoints numbered, vertices ordered, as added
+            self._dmodk = {name: i for i, name in enumerate(
+                v.name for v in graph.vertices.values() if not v.transit)}
+            self._order = {name: i for i, name in enumerate(graph.vertices)}
         self._pred: dict = {}
         self._out: dict[str, tuple[object, int]] = {}
         self._in: dict[str, tuple[object, int]] = {}
@@ -200,8 +216,13 @@ class Router:
             choices = [(u, link) for u, cost, link in self._pred[here]
                        if u in dist and dist[u] + cost == at]
             if len(choices) > 1:
-                choices.sort(key=lambda choice: str(choice[0]))
-                previous, link = choices[stable_hash(src, dst, here) % len(choices)]
+                if self._dmodk is not None:
+                    order = self._order
+                    choices.sort(key=lambda choice: order[_name(choice[0])])
+                    previous, link = choices[self._dmodk[dst] % len(choices)]
+                else:
+                    choices.sort(key=lambda choice: str(choice[0]))
+                    previous, link = choices[stable_hash(src, dst, here) % len(choices)]
             else:
                 previous, link = choices[0]
             hops.append(link)
