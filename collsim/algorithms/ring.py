@@ -115,4 +115,3 @@ def ring_exchanges(ring: Sequence[int], lengths: np.ndarray, reduce_steps: int,
     for step in range(gather_steps):  # position i sends block ring[i - step]
         counts = int(by_position[0]) if uniform else np.roll(by_position, step)
         yield Exchange(senders, receivers, counts, False, lane)
-
