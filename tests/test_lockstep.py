@@ -224,3 +224,56 @@ def test_run_json_counts_the_paths(tmp_path):
     info = json.loads((tmp_path / "out" / "run.json").read_text())
     # The quick grid: 2 sizes x 2 rank counts x 3 algorithms; only the ring is lockstep.
     assert info["paths"] == {"lockstep": 4, "full": 8}
+
+
+def plain(program):
+    """The same programs without their lockstep form: the engine traces them."""
+    return lambda rank, job: program(rank, job)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), nics=st.sampled_from([1, 8]), nodes=st.integers(1, 2))
+def test_traced_programs_are_exact_or_fall_back(data, nics, nodes):
+    """Programs without a lockstep form are traced round by round into exchanges: random
+    permutation steps give the events' finish times, taken or declined."""
+    topology = load_topology(CLUSTER, {"nodes": nodes, "node.nics.count": nics})
+    p = topology.gpus
+    program = plain(programs_of(data.draw(exchanges(p))))
+    job = Job("allreduce", p, 3000)
+    gpus = list(range(p))
+    same(TimingEngine(topology, gpus, job, program).run(),
+         TimingEngine(topology, gpus, job, program, lockstep=False).run())
+    flat = switch("s", p, 1e-6, 50e9, 20e9)
+    quick = TimingEngine(flat, gpus, job, program).run()
+    assert quick.path == "lockstep"
+    same(quick, TimingEngine(flat, gpus, job, program, lockstep=False).run())
+
+
+def test_every_shipped_algorithm_is_exact_on_either_path():
+    """Every registered algorithm on a switch (reductions timed, p not a power of two) and
+    on a D-mod-k 2:1 cluster: the default engine (lockstep where a form is given or traced)
+    finishes every rank at the events' very instant; the regular ones take the lockstep
+    path, trees and pipelines the events."""
+    from collsim.algorithms.registry import algorithms_for
+    from collsim.collectives import COLLECTIVES
+
+    cluster = load_topology(CLUSTER.with_name("h100-cluster-2to1.yaml"),
+                            {"nodes": 2, "fabric.routing": "dmodk"})
+    taken = set()
+    for topology in (switch("s", 12, 1e-6, 100e9, 40e9), cluster):
+        p = topology.gpus
+        for collective in COLLECTIVES:
+            for algorithm in algorithms_for(collective):
+                try:
+                    job, gpus = make_job(topology, algorithm, p, 4 * p * 257, {})
+                except Exception:  # noqa: BLE001 - not defined at this p (powers of two)
+                    continue
+                quick = TimingEngine(topology, gpus, job, algorithm.program).run()
+                same(quick, TimingEngine(topology, gpus, job, algorithm.program,
+                                         lockstep=False).run())
+                if quick.path == "lockstep":
+                    taken.add((collective, algorithm.name))
+    assert {("allreduce", "ring"), ("allreduce", "hierarchical"), ("alltoall", "pairwise"),
+            ("alltoall", "bruck"), ("barrier", "dissemination")} <= taken
+    assert ("allreduce", "double_binary_tree") not in taken
+    assert ("broadcast", "binomial") not in taken

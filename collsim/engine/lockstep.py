@@ -14,14 +14,14 @@ could meet, :func:`run_lockstep` says so (None) and the engine simulates the pro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from collsim.engine.costs import caps
 from collsim.engine.fabric import Fabric
-from collsim.program import Job
+from collsim.program import Copy, Job, ProgramFactory, Recv, Send
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,12 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
     patterns: dict[tuple[int, int, int], Pattern] = {}
     pattern: Pattern | None = None
     transfers = 0
-    for exchange in exchanges:
+    try:
+        steps = iter(exchanges)
+        exchange = next(steps, None)
+    except Irregular:
+        return None
+    while exchange is not None:
         senders, receivers = exchange.senders, exchange.receivers
         if pattern is None or pattern.senders is not senders \
                 or pattern.receivers is not receivers or pattern.lane != exchange.lane:
@@ -127,6 +132,10 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
             unit[receivers] = np.where(combining, finished, queued)
         done = np.maximum(done, _scatter(received, receivers, p))
         ready = done
+        try:
+            exchange = next(steps, None)
+        except Irregular:
+            return None
     return LockstepResult(ready.tolist(), transfers)
 
 
@@ -243,3 +252,74 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
         latency[i], bottleneck[i], empty[i] = lat, neck, not channels
     return Pattern(senders, receivers, lane, latency, bottleneck, empty,
                    np.asarray(hops, dtype=np.int64), np.asarray(pair_of, dtype=np.int64))
+
+
+class Irregular(Exception):
+    """A program step that is not one send and one receive meeting their partners' in the
+    same step of every rank (raised by :func:`traced_exchanges`)."""
+
+
+def traced_exchanges(programs: ProgramFactory, job: Job) -> Iterator[Exchange]:
+    """The lockstep form of any per-rank programs, found by running them side by side: each
+    round takes every rank's next step (free copies aside), and it is an :class:`Exchange`
+    when every rank posts one send and one receive (with copies) whose partners are in the
+    same round, same tags and counts, one lane and one combining rule for all. Anything else
+    raises :class:`Irregular` (the engine then runs the events on programs of its own)."""
+    p = job.nranks
+    if job.helpers:
+        raise Irregular
+    ranks = [iter(programs(r, job)) for r in range(p)]
+    senders = np.arange(p)
+    patterns: dict[bytes, np.ndarray] = {}
+    to = np.empty(p, dtype=np.int64)
+    counts = np.empty(p, dtype=np.int64)
+    tags = np.empty(p, dtype=np.int64)
+    frm = np.empty(p, dtype=np.int64)
+    expect = np.empty(p, dtype=np.int64)
+    expect_tag = np.empty(p, dtype=np.int64)
+    while True:
+        finished = 0
+        reduce = lane = None
+        for r, program in enumerate(ranks):
+            step = next(program, None)
+            while type(step) is Copy or (type(step) is tuple and step
+                                         and all(type(op) is Copy for op in step)):
+                step = next(program, None)  # free, and no message: the rank goes on
+            if step is None:
+                finished += 1
+                continue
+            if type(step) is not tuple and type(step) is not list:
+                raise Irregular
+            send = recv = None
+            for op in step:
+                kind = type(op)
+                if kind is Send and send is None:
+                    send = op
+                elif kind is Recv and recv is None:
+                    recv = op
+                elif kind is not Copy:
+                    raise Irregular
+            if send is None or recv is None:
+                raise Irregular
+            if reduce is None:
+                reduce, lane = recv.reduce, recv.lane
+            if recv.reduce != reduce or recv.lane != lane or send.lane != lane:
+                raise Irregular
+            if not (0 <= send.peer < p and 0 <= recv.peer < p) or send.peer == r \
+                    or recv.peer == r:
+                raise Irregular
+            to[r], counts[r], tags[r] = send.peer, send.count, send.tag
+            frm[r], expect[r], expect_tag[r] = recv.peer, recv.count, recv.tag
+        if finished == p:
+            return
+        if finished:
+            raise Irregular
+        # Each send meets its receiver's receive: from this rank, same tag and count.
+        if not (np.array_equal(frm[to], senders) and np.array_equal(expect_tag[to], tags)
+                and np.array_equal(expect[to], counts)):
+            raise Irregular
+        key = to.tobytes()
+        receivers = patterns.get(key)
+        if receivers is None:
+            receivers = patterns[key] = to.copy()
+        yield Exchange(senders, receivers, counts.copy(), bool(reduce), int(lane))

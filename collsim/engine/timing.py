@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
-from collsim.engine.lockstep import run_lockstep
+from collsim.engine.lockstep import run_lockstep, traced_exchanges
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.engine.simulation import RankState, Simulation
 from collsim.hardware.topology import Topology
@@ -54,8 +54,11 @@ class TimingEngine:
 
     def run(self) -> TimingRun:
         """Simulate to the end; a rank that can never finish is a SimulationError."""
-        form = getattr(self.programs, "lockstep", None) if self.lockstep else None
-        exchanges = form(self.job) if form is not None else None
+        exchanges = None
+        if self.lockstep:
+            form = getattr(self.programs, "lockstep", None)
+            exchanges = form(self.job) if form is not None else \
+                traced_exchanges(self.programs, self.job)
         if exchanges is not None:
             launch = self.simulation.costs.launch
             start = 0.0 + launch if launch > 0 else 0.0  # Call.start's wait, from t = 0
