@@ -43,6 +43,7 @@ class PointResult:
     channels: int | None = None
     selected: str = ""
     speedup_vs_auto: float | None = None
+    path: str = "full"  # how the engine timed it: "lockstep" (whole steps) or "full" (events)
 
     def row(self) -> dict[str, Any]:
         """The table's columns in order; a missing closed form, protocol or channels is
@@ -193,4 +194,4 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
                        analytic_time(topology, chosen, ranks, size_bytes, job.params,
                                      call.costs),
                        run.transfers, protocol=call.protocol, channels=call.channels,
-                       selected=algorithm)
+                       selected=algorithm, path=run.path)

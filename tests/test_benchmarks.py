@@ -10,7 +10,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import algorithms  # noqa: E402
+import engine  # noqa: E402
 import rate_floor  # noqa: E402
+import scale  # noqa: E402
 
 
 @pytest.mark.parametrize("family", ["double_binary_tree (64 MiB)", "direct", "binary_tree"])
@@ -27,3 +29,13 @@ def test_every_family_case_builds_at_a_small_rank_count():
     for family in algorithms.FAMILIES:
         topology, gpus, job, algorithm = algorithms.case(family, 8)
         assert len(gpus) == 8 and job.nranks == 8
+
+
+def test_engine_and_scale_benchmarks_run_at_a_small_size(monkeypatch):
+    """Both paths of the engine benchmark agree; the scale benchmark reports its path."""
+    monkeypatch.setattr(engine, "RAW_EVENTS", 1000)  # the raw SimPy yardstick, shortened
+    quick, full = engine.ring(12), engine.ring(12, lockstep=False)
+    assert (quick["path"], full["path"]) == ("lockstep", "full")
+    assert quick["time"] == full["time"] and quick["transfers"] == 2 * 12 * 11
+    case = scale.one(str(scale.CLUSTER), 2, "ring", {"channels": 1}, {"fabric.routing": "dmodk"})
+    assert case["gpus"] == 16 and case["path"] == "lockstep" and case["time_s"] > 0

@@ -33,12 +33,20 @@ def test_estimate_prints_one_line_with_time_and_bandwidths(capsys):
 def test_estimate_json_has_the_results_table_columns(capsys):
     status, out, _ = run_cli(capsys, BASE + ["--json"])
     row = json.loads(out)
-    assert status == 0 and tuple(row) == COLUMNS
+    assert status == 0 and tuple(row) == COLUMNS + ("path",)
+    assert row["path"] == "lockstep"  # a one-channel ring on a switch: whole steps at once
     p, n = 8, 64 * 2**20
     want = 2 * (p - 1) * 2e-6 + 2 * (p - 1) / p * n / 100e9 + (p - 1) / p * n / 1e12
     assert row["time_s"] == pytest.approx(want, rel=1e-9)
     assert row["analytic_time_s"] == pytest.approx(want, rel=1e-12)
     assert row["busbw_GBps"] == pytest.approx(n / want / 1e9 * 2 * (p - 1) / p)
+
+
+def test_estimate_json_says_when_the_events_ran(capsys):
+    """A binomial tree has no lockstep form: the event-driven path."""
+    _, out, _ = run_cli(capsys, ["estimate", "-t", SWITCH, "-c", "broadcast", "-a", "binomial",
+                                 "-p", "5", "-s", "4KiB", "--json"])
+    assert json.loads(out)["path"] == "full"
 
 
 def test_overrides_and_params_reach_the_simulation(capsys):

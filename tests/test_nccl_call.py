@@ -131,7 +131,7 @@ ESTIMATE = ("estimate", "-t", "dgx-h100", "-c", "allreduce", "-p", "8", "-s", "1
 def test_estimate_json_records_the_choice(capsys):
     status, out, _ = run_cli(capsys, *ESTIMATE, "-a", "auto", "--json")
     row = json.loads(out)
-    assert status == 0 and tuple(row) == COLUMNS
+    assert status == 0 and tuple(row) == COLUMNS + ("path",)
     assert row["algorithm"] == "auto" and row["selected"] in registered_nccl("allreduce")
     assert row["protocol"] in ("LL", "LL128", "Simple") and row["channels"] >= 1
     status, out, _ = run_cli(capsys, *ESTIMATE, "-a", "best", "--json")

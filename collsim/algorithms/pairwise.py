@@ -3,10 +3,27 @@ port carries one transfer per step."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import numpy as np
+
 from collsim.algorithms.registry import register
+from collsim.algorithms.ring import block_lengths
+from collsim.engine.lockstep import Exchange
 from collsim.program import Copy, Job, Program, Recv, Send, block
 
 PAIRWISE_SOURCE = "Thakur, Rabenseifner & Gropp 2005 (pairwise exchange)"
+
+
+def pairwise_exchanges(job: Job, reduce: bool) -> Iterator[Exchange]:
+    """The p-1 steps as whole steps of every rank (:mod:`collsim.engine.lockstep`): at step
+    k rank r sends block r+k (its length) to rank r+k."""
+    p = job.nranks
+    senders = np.arange(p)
+    lengths = block_lengths(job.count, p)
+    for k in range(1, p):
+        receivers = (senders + k) % p
+        yield Exchange(senders, receivers, lengths[receivers], reduce)
 
 
 @register(
@@ -24,6 +41,9 @@ def pairwise_reducescatter(rank: int, job: Job) -> Program:
         yield (Send(to, k, *block(n, p, to)), Recv(frm, k, *block(n, p, rank), reduce=True))
 
 
+pairwise_reducescatter.lockstep = lambda job: pairwise_exchanges(job, True)  # type: ignore
+
+
 @register(
     "alltoall", "pairwise",
     formula="(p-1)·α + (p-1)/p·n·β",
@@ -39,3 +59,6 @@ def pairwise_alltoall(rank: int, job: Job) -> Program:
     for k in range(1, p):
         to, frm = (rank + k) % p, (rank - k) % p
         yield (Send(to, k, *block(n, p, to), buf="in"), Recv(frm, k, frm * slot, slot, buf="out"))
+
+
+pairwise_alltoall.lockstep = lambda job: pairwise_exchanges(job, False)  # type: ignore

@@ -8,11 +8,14 @@ the building blocks; the registered ``ring`` algorithms are NCCL's ring
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
+
+import numpy as np
 
 from collsim.algorithms.order import ring_position
 from collsim.algorithms.registry import Cost
+from collsim.engine.lockstep import Exchange, ring_pattern
 from collsim.program import Job, Program, Recv, Send, block
 from collsim.tags import TAGS, Tags
 
@@ -90,3 +93,25 @@ def ring_allreduce(rank: int, job: Job) -> Program:
     """Reduce-scatter leaves block r combined at rank r; allgather spreads the blocks."""
     yield from ring_reducescatter_steps(rank, job, TAGS.phase(0))
     yield from ring_allgather_steps(rank, job, TAGS.phase(1))
+
+
+def block_lengths(count: int, p: int) -> np.ndarray:
+    """The length of each of the ``p`` blocks of ``count`` elements (as :func:`block`)."""
+    base, extra = divmod(count, p)
+    return base + (np.arange(p) < extra).astype(np.int64)
+
+
+def ring_exchanges(ring: Sequence[int], lengths: np.ndarray, reduce_steps: int,
+                   gather_steps: int, lane: int = 0) -> Iterator[Exchange]:
+    """The steps of :func:`ring_reducescatter_steps` (``reduce_steps`` of them, 0 or p-1)
+    then of :func:`ring_allgather_steps` as whole steps of every rank (the lockstep path):
+    ``lengths[b]`` is the length of block b."""
+    senders, receivers = ring_pattern(ring)
+    by_position = lengths[senders]
+    uniform = bool(np.all(by_position == by_position[0])) if len(by_position) else True
+    for step in range(reduce_steps):  # position i sends block ring[i - 1 - step]
+        counts = int(by_position[0]) if uniform else np.roll(by_position, step + 1)
+        yield Exchange(senders, receivers, counts, True, lane)
+    for step in range(gather_steps):  # position i sends block ring[i - step]
+        counts = int(by_position[0]) if uniform else np.roll(by_position, step)
+        yield Exchange(senders, receivers, counts, False, lane)

@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             row[column] = getattr(result, column)  # null, not "", where not applicable
         if result.speedup_vs_auto is not None:
             row["speedup_vs_auto"] = result.speedup_vs_auto
+        row["path"] = result.path
         print(json.dumps({**row, **extra}))
     else:
         print(result)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
+from collsim.engine.lockstep import run_lockstep, traced_exchanges
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.engine.simulation import RankState, Simulation
 from collsim.hardware.topology import Topology
@@ -23,26 +24,50 @@ class TimingRun:
     time: float               # completion of the slowest rank, seconds
     finish: list[float]       # completion of each rank
     transfers: int            # point-to-point messages moved
+    path: str = "full"        # "lockstep" (whole steps at once) or "full" (events)
 
 
 class TimingEngine:
     """Runs ``programs`` for ``job`` with rank r on GPU ``gpus[r]`` of ``topology``, under
     the cost model ``costs`` (its launch cost is charged once: every rank starts
     ``costs.launch`` seconds in), on a ``fabric`` (a :class:`Fabric` or subclass) with the
-    given ``policy``: one call, starting at time 0, on a simulation of its own."""
+    given ``policy``: one call, starting at time 0, on a simulation of its own.
+
+    A program factory with a ``lockstep(job)`` attribute (whole steps of every rank, or
+    None) is timed on the lockstep path (:mod:`collsim.engine.lockstep`) when its steps
+    fit it, ``lockstep`` is true and the fabric is a plain :class:`Fabric` (a subclass may
+    watch the events); the results are the same to the bit."""
 
     def __init__(self, topology: Topology, gpus: Sequence[int], job: Job,
                  programs: ProgramFactory, costs: CostModel = IDEAL,
-                 policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric) -> None:
+                 policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric,
+                 lockstep: bool = True) -> None:
         self.simulation = Simulation(topology, costs, policy, fabric)
         self.env = self.simulation.env
         self.fabric = self.simulation.fabric
         self.job = job
+        self.gpus = list(gpus)
+        self.programs = programs
+        self.lockstep = lockstep and fabric is Fabric
         self.call = self.simulation.call(job, gpus, programs, start=None)
         self.ranks = self.call.ranks
 
     def run(self) -> TimingRun:
         """Simulate to the end; a rank that can never finish is a SimulationError."""
+        exchanges = None
+        if self.lockstep:
+            form = getattr(self.programs, "lockstep", None)
+            exchanges = form(self.job) if form is not None else \
+                traced_exchanges(self.programs, self.job)
+        if exchanges is not None:
+            launch = self.simulation.costs.launch
+            start = 0.0 + launch if launch > 0 else 0.0  # Call.start's wait, from t = 0
+            quick = run_lockstep(self.fabric, self.gpus, self.job, exchanges, start,
+                                 self.simulation.topology.gamma)
+            if quick is not None:
+                self.fabric.transfers = quick.transfers
+                return TimingRun(max(quick.finish, default=0.0) - 0.0, quick.finish,
+                                 quick.transfers, "lockstep")
         self.call.start()
         self.simulation.run()
         result = self.call.result

@@ -63,6 +63,22 @@ class ClusterTopology(Topology):
     def path_parameters(self) -> tuple[float, float] | None:
         return self.node.uniform if self.node_count == 1 else None
 
+    def ring_hint(self, gpus: list[int]) -> list[int] | None:
+        """One node's GPUs in local ring order: node 0's order for the same local GPUs,
+        shifted (every node is the same node, so the search runs once, not per node)."""
+        gpn = self.gpus_per_node
+        node = gpus[0] // gpn if gpus else 0
+        if node == 0 or any(g // gpn != node for g in gpus):
+            return None  # node 0's own search (placement.local_ring), or not one node
+        shift = node * gpn
+        local = tuple(g - shift for g in gpus)
+        rings = self.__dict__.setdefault("_local_rings", {})
+        ring = rings.get(local)
+        if ring is None:
+            from collsim.hardware.placement import local_ring  # placement imports topologies
+            ring = rings[local] = tuple(local_ring(self, list(local)))
+        return [g + shift for g in ring]
+
     def nic_of(self, gpu: int) -> int | None:
         nics = self.node.nic_of_gpu
         return nics[gpu % self.gpus_per_node] if nics else None

@@ -6,7 +6,10 @@ per byte): fewer hops win among equal links and fast links win over slow ones, a
 paths tie exactly, because the sums are of integers. Among equal-cost paths the route is
 picked hop by hop, walking back from the destination, by a stable hash of (source,
 destination, vertex): the same pair always takes the same path, and different pairs spread
-over parallel uplinks as ECMP switches spread flows. (CRC-32, not Python's salted ``hash``.)
+over parallel uplinks as ECMP switches spread flows, colliding now and then. (CRC-32, not
+Python's salted ``hash``.) A graph whose ``routing`` is ``dmodk`` picks instead the
+destination endpoint's number modulo the choices (switches in the order they were added),
+as InfiniBand's D-mod-k tables do: on a two-tier tree, the spine is destination mod spines.
 
 GPUs and NICs are endpoints, not routers: a route never passes through one. In the routing
 graph every such vertex is split into an outgoing half and an incoming half.
@@ -18,6 +21,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 import networkx as nx
 
@@ -53,6 +57,9 @@ class LinkGraph:
 
     vertices: dict[str, Vertex] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
+    # How a route picks among equal-cost paths: "ecmp" (a stable hash per flow) or "dmodk"
+    # (the destination endpoint's number modulo their count, switches in the order added).
+    routing: str = "ecmp"
 
     def vertex(self, name: str, kind: str, transit: bool = True, layer: int = 0,
                pos: tuple[float, float] | None = None) -> str:
@@ -102,6 +109,11 @@ def routing_graph(graph: LinkGraph) -> nx.DiGraph:
     return g
 
 
+def _name(vertex: object) -> str:
+    """The LinkGraph vertex a routing-graph vertex stands for (endpoints are split)."""
+    return vertex[0] if isinstance(vertex, tuple) else vertex  # type: ignore[return-value]
+
+
 class NoRoute(ValueError):
     """Two vertices that no path joins."""
 
@@ -111,16 +123,23 @@ class Router:
 
     An endpoint with one link out and one link in (a NIC on its leaf, a GPU on its switch)
     is a *stub*: its routes are that link plus a route between the vertices at the other
-    end, so Dijkstra runs on the core graph without stubs. One Dijkstra per source (all
-    equal-cost predecessors kept), cached for the ``keep`` most recent sources, so nothing
-    is computed all-pairs up front.
+    end, so Dijkstra runs on the core graph without stubs. One Dijkstra per source (its
+    distances kept, from which a route's equal-cost predecessors are read), cached for the
+    ``keep`` most recent sources, so nothing is computed all-pairs up front.
     """
 
     def __init__(self, graph: LinkGraph, keep: int = 256) -> None:
         self.graph = graph
         self.net = routing_graph(graph)
         self.keep = keep
-        self._preds: OrderedDict[object, dict] = OrderedDict()
+        self._preds: OrderedDict[object, dict] = OrderedDict()  # distances by source
+        self._succ: dict | None = None  # adjacency of the core graph, made on first use
+        self._dmodk: dict[str, int] | None = None
+        if graph.routing == "dmodk":  # endpoints numbered, vertices ordered, as added
+            self._dmodk = {name: i for i, name in enumerate(
+                v.name for v in graph.vertices.values() if not v.transit)}
+            self._order = {name: i for i, name in enumerate(graph.vertices)}
+        self._pred: dict = {}
         self._out: dict[str, tuple[object, int]] = {}
         self._in: dict[str, tuple[object, int]] = {}
         for name, vertex in graph.vertices.items():
@@ -134,20 +153,42 @@ class Router:
         self.core = self.net.subgraph(
             v for v in self.net if not (isinstance(v, tuple) and v[0] in self._out)).copy()
 
-    def _predecessors(self, start: object) -> dict:
-        preds = self._preds.get(start)
-        if preds is None:
-            if start not in self.core:
-                preds = {start: []}
+    def _distances(self, start: object) -> dict:
+        """Each reachable vertex's cost from ``start`` (Dijkstra on integer costs, so
+        equal paths tie exactly); the equal-cost predecessors are read off these along the
+        one route walked back, not kept for every vertex."""
+        dist = self._preds.get(start)
+        if dist is None:
+            if self._succ is None:
+                core = self.core
+                self._succ = {v: [(u, d["cost"]) for u, d in core[v].items()] for v in core}
+                self._pred = {v: [(u, d["cost"], d["link"]) for u, d in core.pred[v].items()]
+                              for v in core}
+            succ = self._succ
+            dist = {}
+            if start in succ:
+                tentative = {start: 0}
+                heap = [(0, 0, start)]
+                order = 1  # ties broken by push order: vertices need not be comparable
+                while heap:
+                    d, _, v = heappop(heap)
+                    if v in dist:
+                        continue
+                    dist[v] = d
+                    for u, cost in succ[v]:
+                        du = d + cost
+                        if u not in dist and du < tentative.get(u, du + 1):
+                            tentative[u] = du
+                            heappush(heap, (du, order, u))
+                            order += 1
             else:
-                preds, _ = nx.dijkstra_predecessor_and_distance(self.core, start,
-                                                                weight="cost")
-            self._preds[start] = preds
+                dist[start] = 0
+            self._preds[start] = dist
             if len(self._preds) > self.keep:
                 self._preds.popitem(last=False)
         else:
             self._preds.move_to_end(start)
-        return preds
+        return dist
 
     def path(self, src: str, dst: str) -> tuple[int, ...]:
         """Link indices of the route from vertex ``src`` to vertex ``dst`` (empty if equal)."""
@@ -164,16 +205,27 @@ class Router:
         if dst in self._in:
             end, link = self._in[dst]
             last = (link,)
-        preds = self._predecessors(start)
-        if end not in preds:
+        dist = self._distances(start)
+        if end not in dist:
             raise NoRoute(f"no path from {src} to {dst}")
         hops = []
         here = end
         while here != start:
-            choices = preds[here]
-            previous = sorted(choices, key=str)[stable_hash(src, dst, here) % len(choices)] \
-                if len(choices) > 1 else choices[0]
-            hops.append(self.core[previous][here]["link"])
+            # The predecessors on a shortest path: those a shortest path reaches ``here`` from.
+            at = dist[here]
+            choices = [(u, link) for u, cost, link in self._pred[here]
+                       if u in dist and dist[u] + cost == at]
+            if len(choices) > 1:
+                if self._dmodk is not None:
+                    order = self._order
+                    choices.sort(key=lambda choice: order[_name(choice[0])])
+                    previous, link = choices[self._dmodk[dst] % len(choices)]
+                else:
+                    choices.sort(key=lambda choice: str(choice[0]))
+                    previous, link = choices[stable_hash(src, dst, here) % len(choices)]
+            else:
+                previous, link = choices[0]
+            hops.append(link)
             here = previous
         return first + tuple(reversed(hops)) + last
 

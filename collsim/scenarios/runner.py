@@ -115,8 +115,11 @@ def _run_locked(scenario: Scenario, options: RunOptions, sweep: Sweep, columns: 
     try:
         with TableWriter(table, columns) as writer, \
                 closing(_execute(pending, scenario, options)) as results:
+            paths = info.setdefault("paths", {})  # how the engine timed the points
             for result in results:
                 for index, row in result.rows:
+                    path = row.pop("path", "full")
+                    paths[path] = paths.get(path, 0) + 1
                     row.update(point_values(sweep.points[index]))
                     writer.write(row)
                 progress.advance(len(result.rows))

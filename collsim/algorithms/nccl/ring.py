@@ -18,6 +18,9 @@ times), so the closed forms below hold on the canonical kinds for any channel co
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from functools import partial
+
 from collsim.algorithms.chain import CHAIN_TEXT, chain_steps
 from collsim.algorithms.nccl.channels import (
     SIMPLE_STEP_BYTES,
@@ -30,12 +33,15 @@ from collsim.algorithms.nccl.channels import (
 from collsim.algorithms.registry import Cost, register
 from collsim.algorithms.ring import (
     RING_SOURCE,
+    block_lengths,
     ring_allgather_cost,
     ring_allgather_steps,
     ring_allreduce_cost,
+    ring_exchanges,
     ring_reducescatter_cost,
     ring_reducescatter_steps,
 )
+from collsim.engine.lockstep import Exchange
 from collsim.nccl.layout import Lanes, Layout
 from collsim.program import Job, Program, block, span
 
@@ -65,6 +71,39 @@ def _allreduce_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels:
     tags = lane_tags(lanes, lane)
     yield from ring_reducescatter_steps(rank, job, tags.phase(0), ring, blocks, lane)
     yield from ring_allgather_steps(rank, job, tags.phase(1), ring, blocks, lane)
+
+
+def _one_lane(job: Job) -> tuple[tuple[int, ...], int, Lanes] | None:
+    """(ring, channels, lanes) when every channel merged into one lane, else None: the
+    lockstep forms below cover one lane (several lanes share links)."""
+    channels, layout, lanes = _lanes(job)
+    if len(lanes.channels) != 1:
+        return None
+    return layout.channels[lanes.channels[0][0]].ring, channels, lanes
+
+
+def _allreduce_exchanges(job: Job) -> Iterator[Exchange] | None:
+    """The one-lane ring allreduce as whole steps (:mod:`collsim.engine.lockstep`)."""
+    one = _one_lane(job)
+    if one is None:
+        return None
+    ring, channels, lanes = one
+    p = job.nranks
+    _, count = lane_region(job, channels, lanes, 0)
+    return ring_exchanges(ring, block_lengths(count, p), p - 1, p - 1)
+
+
+def _blockwise_exchanges(job: Job, reduce: bool) -> Iterator[Exchange] | None:
+    """The one-lane ring allgather or reduce-scatter as whole steps."""
+    one = _one_lane(job)
+    if one is None:
+        return None
+    ring, channels, lanes = one
+    if lanes.weights[0] != channels:
+        return None
+    p = job.nranks
+    steps = (p - 1, 0) if reduce else (0, p - 1)
+    return ring_exchanges(ring, block_lengths(job.count, p), *steps)
 
 
 def _blockwise_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int,
@@ -103,6 +142,9 @@ def nccl_ring_allreduce(rank: int, job: Job) -> Program:
                          for lane in range(len(lanes.channels))])
 
 
+nccl_ring_allreduce.lockstep = _allreduce_exchanges  # type: ignore[attr-defined]
+
+
 @register(
     "allgather", "ring",
     formula="(p-1)·α + (p-1)/p·n·β (any number of channels)",
@@ -119,6 +161,9 @@ def nccl_ring_allgather(rank: int, job: Job) -> Program:
                          for lane in range(len(lanes.channels))])
 
 
+nccl_ring_allgather.lockstep = partial(_blockwise_exchanges, reduce=False)  # type: ignore
+
+
 @register(
     "reducescatter", "ring",
     formula="(p-1)·α + (p-1)/p·n·(β + γ) (any number of channels)",
@@ -133,6 +178,9 @@ def nccl_ring_reducescatter(rank: int, job: Job) -> Program:
     channels, layout, lanes = _lanes(job)
     return side_by_side([_blockwise_lane(rank, job, layout, lanes, channels, lane, True)
                          for lane in range(len(lanes.channels))])
+
+
+nccl_ring_reducescatter.lockstep = partial(_blockwise_exchanges, reduce=True)  # type: ignore
 
 
 def _pipeline_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int,

@@ -13,6 +13,9 @@
   ``dims`` grid of ``link`` links; the product of ``dims`` is the number of nodes.
 
 Spine-leaf latency is ``latency`` (one hop). With one leaf there is no spine at all.
+``routing`` (fat_tree and rail) says how a route picks among equal-cost spines: ``ecmp``
+(default: a stable hash per pair, so flows collide now and then, as ECMP does) or ``dmodk``
+(the destination NIC's number modulo the spines, as InfiniBand's D-mod-k tables do).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class TwoTier:
     uplink: float         # bandwidth of one leaf <-> spine link
     rails: bool
     dims: tuple[int, ...] = ()
+    routing: str = "ecmp"  # among equal-cost spines: "ecmp" (hash) or "dmodk"
 
     @property
     def leaves(self) -> int:
@@ -93,6 +97,7 @@ class TwoTier:
                 leaf = g.vertex(names[i // self.ports], "leaf", layer=LAYER_LEAF)
                 plug(g, *divmod(i, self.nics), leaf, port)
         join_spines(g, names, self.spines, self.latency, self.uplink)
+        g.routing = self.routing
         return g
 
 
@@ -142,7 +147,8 @@ def _two_tier(doc: Document, prefix: KeyPath, cabling: Cabling, rails: bool) -> 
     spines = count(doc, prefix + ("spines",)) if "spines" in at(doc.data, prefix) else default
     uplink = ports * cabling.port.bandwidth / (oversubscription * spines) \
         if cabling.port else math.inf
-    fabric = TwoTier(nodes, nics, ports, spines, latency, uplink, rails)
+    routing = at(doc.data, prefix).get("routing", "ecmp")
+    fabric = TwoTier(nodes, nics, ports, spines, latency, uplink, rails, routing=routing)
     if cabling.port and fabric.leaves > 1:
         try:
             check_bandwidth(uplink)
@@ -174,13 +180,18 @@ def _torus(doc: Document, prefix: KeyPath, cabling: Cabling) -> Torus:
     return Torus(cabling.nodes, cabling.nics, dims, link(doc, prefix + ("link",)))
 
 
+# Among equal-cost spines: a stable hash per flow (ECMP, collisions and all) or the
+# destination NIC's number modulo the spines (D-mod-k).
+ROUTING = {"enum": ["ecmp", "dmodk"]}
+
 register_fabric_kind(FabricKind("switch", {}, (), _switch, "one non-blocking switch"))
 register_fabric_kind(FabricKind(
     "fat_tree", {"leaf_ports": COUNT, "oversubscription": RATIO, "spines": COUNT,
-                 "latency": QUANTITY}, ("leaf_ports", "latency"), _fat_tree,
+                 "latency": QUANTITY, "routing": ROUTING}, ("leaf_ports", "latency"), _fat_tree,
     "two tiers: NICs fill leaves of leaf_ports, every leaf up to every spine"))
 register_fabric_kind(FabricKind(
-    "rail", {"spines": COUNT, "oversubscription": RATIO, "latency": QUANTITY}, ("latency",),
+    "rail", {"spines": COUNT, "oversubscription": RATIO, "latency": QUANTITY,
+             "routing": ROUTING}, ("latency",),
     _rail, "rail-optimized: NIC k of every node on leaf k, rails joined by spines"))
 register_fabric_kind(FabricKind(
     "torus", {"dims": DIMS_SCHEMA, "link": LINK_SCHEMA}, ("dims", "link"), _torus,

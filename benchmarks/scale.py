@@ -1,0 +1,78 @@
+"""Scale: one 1 GiB allreduce on DGX H100 clusters of 128 to 16,384 GPUs, and a contended
+2:1 oversubscribed cluster, with wall time, peak memory and the engine's path.
+
+Each case runs in a fresh process (its peak RSS is its own); wall time covers loading the
+topology, placing the ranks, routing and simulating, as ``collsim estimate`` would. The
+path is ``lockstep`` when the algorithm's whole steps were timed at once (no two ring
+pairs share a link) and ``full`` when every transfer was an event.
+
+    python benchmarks/scale.py                          # 16, 128, 1024, 2048 nodes + 2:1
+    python benchmarks/scale.py --nodes 16 128 --no-oversubscribed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER = ROOT / "topologies" / "h100-cluster.yaml"
+OVERSUBSCRIBED = ROOT / "topologies" / "h100-cluster-2to1.yaml"
+# (file, nodes, algorithm, params, settings): the contended cases. The hierarchical
+# allreduce runs eight rings across nodes at once (one per rail) over 2:1 leaves whose
+# uplinks ECMP picks by hash, so flows collide on uplinks (with D-mod-k routing the eight
+# go to eight NICs, so eight spines); the four-channel ring is four lanes sharing NVLink.
+# All need every transfer as an event.
+CONTENDED = [(OVERSUBSCRIBED, 128, "hierarchical", {}, {}),
+             (OVERSUBSCRIBED, 128, "hierarchical", {}, {"fabric.routing": "dmodk"}),
+             (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, {})]
+
+
+def one(file: str, nodes: int, algorithm: str, params: dict, settings: dict) -> dict:
+    """Load, place, route and simulate one case in this process."""
+    from collsim.hardware.loader import load_topology
+    from collsim.simulate import simulate
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    topology = load_topology(file, {"nodes": nodes, **settings})
+    result = simulate(topology, "allreduce", algorithm, topology.gpus, 1 << 30, params)
+    return {"topology": topology.name, "gpus": topology.gpus, "algorithm": algorithm,
+            "params": {**params, **settings}, "wall_s": time.perf_counter() - wall,
+            "cpu_s": time.process_time() - cpu, "path": result.path,
+            "time_s": result.time_s, "busbw": result.busbw_GBps,
+            "transfers": result.transfers,
+            "peak_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="*", default=[16, 128, 1024, 2048])
+    parser.add_argument("--algorithm", default="ring")
+    parser.add_argument("--no-oversubscribed", action="store_true")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one(*json.loads(args.one))))
+        return
+    cases = [(str(CLUSTER), n, args.algorithm, {}, {}) for n in args.nodes]
+    if not args.no_oversubscribed:
+        cases += [(str(f), n, a, p, s) for f, n, a, p, s in CONTENDED]
+    print(f"{'topology':<20}{'GPUs':>7} {'algorithm':<34}{'path':>9}{'simulated':>13}"
+          f"{'busbw GB/s':>11}{'transfers':>12}{'wall s':>8}{'cpu s':>8}{'peak MiB':>9}")
+    for case in cases:
+        out = subprocess.run([sys.executable, __file__, "--one", json.dumps(case)],
+                             check=True, capture_output=True, text=True).stdout
+        r = json.loads(out)
+        name = r["algorithm"] + "".join(f" {k}={v}" for k, v in r["params"].items())
+        print(f"{r['topology']:<20}{r['gpus']:>7} {name:<34}{r['path']:>9}"
+              f"{r['time_s'] * 1e3:>10.3f} ms{r['busbw']:>11.1f}{r['transfers']:>12}"
+              f"{r['wall_s']:>8.1f}{r['cpu_s']:>8.1f}{r['peak_MiB']:>9.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

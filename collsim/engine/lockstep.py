@@ -1,0 +1,325 @@
+"""The lockstep path: a regular algorithm's whole steps timed at once, without events.
+
+An algorithm whose every step is an *exchange* (each rank posts one send and one receive
+together and resumes when both are done, as in a ring or a pairwise exchange) may hand the
+engine those steps whole (:class:`Exchange`), beside its per-rank programs. When no
+transfer can ever meet another on a link (the pairs of a step cross disjoint links, and a
+step's transfer starts on a link only after the link's last transfer was delivered; see
+:class:`Links`), every transfer takes exactly ``latency + bytes / bottleneck`` and the whole
+run is a recurrence over the ranks' ready times, computed with numpy one step of every rank
+at a time. The floating-point operations are the event-driven engine's own, in its order
+(SimPy's ``now + delay`` included), so the times are identical to the bit; where transfers
+could meet, :func:`run_lockstep` says so (None) and the engine simulates the programs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from collsim.engine.costs import caps
+from collsim.engine.fabric import Fabric
+from collsim.program import Copy, Job, ProgramFactory, Recv, Send
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One step of every rank: rank ``senders[i]`` sends ``counts[i]`` elements to rank
+    ``receivers[i]`` (combining them there if ``reduce``) on ``lane``; every rank is one
+    sender and one receiver, and posts its send and its receive together.
+
+    ``senders`` and ``receivers`` are the *pattern*: steps that repeat one pattern share the
+    same two arrays (the same objects), which is how the engine knows it checked them.
+    ``counts`` is an array in the order of ``senders`` or one count for all.
+    """
+
+    senders: np.ndarray
+    receivers: np.ndarray
+    counts: np.ndarray | int
+    reduce: bool = False
+    lane: int = 0
+
+
+def ring_pattern(ring: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(senders, receivers) of a ring: position i sends to position i+1."""
+    senders = np.asarray(ring, dtype=np.int64)
+    return senders, np.roll(senders, -1)
+
+
+@dataclass
+class LockstepResult:
+    """Each rank's finish time (absolute) and the transfers moved."""
+
+    finish: list[float]
+    transfers: int
+
+
+def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
+                 exchanges: Iterable[Exchange], start: float, gamma: float
+                 ) -> LockstepResult | None:
+    """Time ``exchanges`` for ``job`` with rank r on GPU ``gpus[r]``, every rank starting at
+    ``start`` (launch included) and combining at ``gamma`` seconds per byte; None when
+    the steps do not fit the lockstep path (two pairs of a pattern on one link, a transfer
+    that would meet an earlier one still on a link, helper ranks, an exchange whose ranks
+    are not each one sender and one receiver)."""
+    p = job.nranks
+    if job.helpers or len(gpus) != p:
+        return None
+    ready = np.full(p, start, dtype=np.float64)
+    # When each GPU's reduction unit (of a lane) is free, as the engine's reduce_free_at.
+    free: dict[int, np.ndarray] = {}
+    lanes_total = sum(job.lanes)
+    channel_cap, gpu_cap = caps(fabric.costs)
+    itemsize = job.itemsize
+    links = Links(fabric)
+    patterns: dict[tuple[int, int, int], Pattern] = {}
+    pattern: Pattern | None = None
+    transfers = 0
+    try:
+        steps = iter(exchanges)
+        exchange = next(steps, None)
+    except Irregular:
+        return None
+    while exchange is not None:
+        senders, receivers = exchange.senders, exchange.receivers
+        if pattern is None or pattern.senders is not senders \
+                or pattern.receivers is not receivers or pattern.lane != exchange.lane:
+            key = (id(senders), id(receivers), exchange.lane)
+            following = patterns.get(key)
+            if following is None:
+                following = _pattern(fabric, gpus, job, senders, receivers, exchange.lane,
+                                     channel_cap, gpu_cap, links)
+                if following is None:
+                    return None
+                patterns[key] = following
+            if pattern is not None:
+                links.leave(pattern)
+            pattern = following
+            links.enter(pattern)
+        latency, bottleneck = pattern.latency, pattern.bottleneck
+        transfers += p
+        # A transfer starts once both its send and its receive are posted.
+        now = np.maximum(ready[senders], ready[receivers])
+        size = np.asarray(exchange.counts, dtype=np.int64) * itemsize
+        # Fabric.transfer: drain = now + size/bottleneck; SimPy fires at now + delay with
+        # delay = drain + latency - now.
+        delivered = now + (now + size / bottleneck + latency - now)
+        quiet = None
+        if np.any(size <= 0) or pattern.empty.any():
+            # Fabric._call_at: no bytes (or no links) cost the latency alone.
+            quiet = (size <= 0) | pattern.empty
+            delivered = np.where(quiet, np.where(latency > 0, now + latency, now), delivered)
+        if not links.clear(pattern, now, quiet, delivered):
+            return None
+        done = np.empty(p, dtype=np.float64)
+        done[senders] = delivered   # sends complete on delivery
+        received = delivered
+        if exchange.reduce and gamma:
+            lane = exchange.lane
+            share = job.lanes[lane] / lanes_total if 0 <= lane < len(job.lanes) else 1.0
+            cost = size * gamma / share
+            unit = free.get(lane)
+            if unit is None:
+                unit = free[lane] = np.zeros(p, dtype=np.float64)  # by rank
+            # Simulation._combine: the receiver's unit, after its queued combines.
+            queued = unit[receivers]
+            begin = np.where(queued > delivered, queued, delivered)
+            finished = begin + cost
+            combining = cost > 0
+            received = np.where(combining, delivered + (finished - delivered), delivered)
+            unit[receivers] = np.where(combining, finished, queued)
+        done = np.maximum(done, _scatter(received, receivers, p))
+        ready = done
+        try:
+            exchange = next(steps, None)
+        except Irregular:
+            return None
+    return LockstepResult(ready.tolist(), transfers)
+
+
+@dataclass
+class Pattern:
+    """One pattern's pairs: routes, and the links each pair's transfers occupy (flattened:
+    ``hops[j]`` is a link index, ``pair_of[j]`` the pair crossing it)."""
+
+    senders: np.ndarray
+    receivers: np.ndarray
+    lane: int
+    latency: np.ndarray
+    bottleneck: np.ndarray
+    empty: np.ndarray
+    hops: np.ndarray
+    pair_of: np.ndarray
+
+
+class Links:
+    """Which transfer each link carried last, and until when (its delivery: the fabric
+    counts an uncontended transfer on its links until then).
+
+    While one pattern repeats, a link carries one pair's transfers only, and that pair's
+    next transfer starts once both its ranks resumed, after its previous one was delivered:
+    nothing to check. When the pattern changes, a transfer must start after the link's last
+    one was delivered, or at that very instant if it shares a rank with it (whose delivery
+    event then fired before that rank resumed); otherwise the two might share the link and
+    the steps go back to the events.
+    """
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.index = {id(channel): i for i, channel in enumerate(fabric.channels)}
+        count = len(fabric.channels)
+        self.until = np.full(count, -np.inf)
+        self.sender = np.full(count, -1, dtype=np.int64)
+        self.receiver = np.full(count, -1, dtype=np.int64)
+        self.last: np.ndarray | None = None   # per pair of the current pattern
+        self.fresh = True  # the pattern has just been entered: check its first step
+
+    def enter(self, pattern: Pattern) -> None:
+        self.last = np.full(len(pattern.senders), -np.inf)
+        self.fresh = True
+
+    def leave(self, pattern: Pattern) -> None:
+        """Write the pattern's last transfers onto its links."""
+        attached = self.last[pattern.pair_of] > -np.inf
+        hops, pairs = pattern.hops[attached], pattern.pair_of[attached]
+        self.until[hops] = self.last[pairs]
+        self.sender[hops] = pattern.senders[pairs]
+        self.receiver[hops] = pattern.receivers[pairs]
+
+    def clear(self, pattern: Pattern, now: np.ndarray, quiet: np.ndarray | None,
+              delivered: np.ndarray) -> bool:
+        """Whether this step's transfers find their links free; remember their deliveries."""
+        if self.fresh:
+            self.fresh = False
+            moving = np.ones(len(now), dtype=bool) if quiet is None else ~quiet
+            entry = moving[pattern.pair_of]
+            hops, pairs = pattern.hops[entry], pattern.pair_of[entry]
+            begin, until = now[pairs], self.until[hops]
+            early = begin <= until
+            if early.any():
+                hops, pairs, begin, until = hops[early], pairs[early], begin[early], until[early]
+                s, r = pattern.senders[pairs], pattern.receivers[pairs]
+                a, b = self.sender[hops], self.receiver[hops]
+                shared = (a == s) | (a == r) | (b == s) | (b == r)
+                if not np.all((begin == until) & shared):
+                    return False
+        self.last = delivered if quiet is None else np.where(quiet, self.last, delivered)
+        return True
+
+
+def _scatter(values: np.ndarray, index: np.ndarray, p: int) -> np.ndarray:
+    out = np.empty(p, dtype=np.float64)
+    out[index] = values
+    return out
+
+
+def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
+             receivers: np.ndarray, lane: int, channel_cap: float | None,
+             gpu_cap: float | None, links: Links) -> Pattern | None:
+    """The pattern's routes, or None when it is not a permutation step or two of its pairs
+    share a directed link."""
+    p = job.nranks
+    if len(senders) != p or len(receivers) != p or lane < 0:
+        return None
+    if len(set(senders.tolist())) != p or len(set(receivers.tolist())) != p:
+        return None
+    if np.any(senders == receivers):
+        return None
+    latency = np.empty(p, dtype=np.float64)
+    bottleneck = np.empty(p, dtype=np.float64)
+    empty = np.zeros(p, dtype=bool)
+    hops: list[int] = []
+    pair_of: list[int] = []
+    used: set[int] = set()
+    weight = job.lanes[lane] if lane < len(job.lanes) else 1.0
+    index = links.index
+    for i, (s, r) in enumerate(zip(senders.tolist(), receivers.tolist(), strict=True)):
+        channels, lat, neck = fabric.route(gpus[s], gpus[r])
+        # Simulation._capped_route: a GPU's lane and total caps are links of its own, and
+        # each GPU sends once per step, so they are never shared either.
+        if channel_cap is not None:
+            neck = min(neck, weight * channel_cap)
+        if gpu_cap is not None:
+            neck = min(neck, gpu_cap)
+        for channel in channels:
+            link = index[id(channel)]
+            if link in used:
+                return None
+            used.add(link)
+            hops.append(link)
+            pair_of.append(i)
+        latency[i], bottleneck[i], empty[i] = lat, neck, not channels
+    return Pattern(senders, receivers, lane, latency, bottleneck, empty,
+                   np.asarray(hops, dtype=np.int64), np.asarray(pair_of, dtype=np.int64))
+
+
+class Irregular(Exception):
+    """A program step that is not one send and one receive meeting their partners' in the
+    same step of every rank (raised by :func:`traced_exchanges`)."""
+
+
+def traced_exchanges(programs: ProgramFactory, job: Job) -> Iterator[Exchange]:
+    """The lockstep form of any per-rank programs, found by running them side by side: each
+    round takes every rank's next step (free copies aside), and it is an :class:`Exchange`
+    when every rank posts one send and one receive (with copies) whose partners are in the
+    same round, same tags and counts, one lane and one combining rule for all. Anything else
+    raises :class:`Irregular` (the engine then runs the events on programs of its own)."""
+    p = job.nranks
+    if job.helpers:
+        raise Irregular
+    ranks = [iter(programs(r, job)) for r in range(p)]
+    senders = np.arange(p)
+    patterns: dict[bytes, np.ndarray] = {}
+    to = np.empty(p, dtype=np.int64)
+    counts = np.empty(p, dtype=np.int64)
+    tags = np.empty(p, dtype=np.int64)
+    frm = np.empty(p, dtype=np.int64)
+    expect = np.empty(p, dtype=np.int64)
+    expect_tag = np.empty(p, dtype=np.int64)
+    while True:
+        finished = 0
+        reduce = lane = None
+        for r, program in enumerate(ranks):
+            step = next(program, None)
+            while type(step) is Copy or (type(step) is tuple and step
+                                         and all(type(op) is Copy for op in step)):
+                step = next(program, None)  # free, and no message: the rank goes on
+            if step is None:
+                finished += 1
+                continue
+            if type(step) is not tuple and type(step) is not list:
+                raise Irregular
+            send = recv = None
+            for op in step:
+                kind = type(op)
+                if kind is Send and send is None:
+                    send = op
+                elif kind is Recv and recv is None:
+                    recv = op
+                elif kind is not Copy:
+                    raise Irregular
+            if send is None or recv is None:
+                raise Irregular
+            if reduce is None:
+                reduce, lane = recv.reduce, recv.lane
+            if recv.reduce != reduce or recv.lane != lane or send.lane != lane:
+                raise Irregular
+            if not (0 <= send.peer < p and 0 <= recv.peer < p) or send.peer == r \
+                    or recv.peer == r:
+                raise Irregular
+            to[r], counts[r], tags[r] = send.peer, send.count, send.tag
+            frm[r], expect[r], expect_tag[r] = recv.peer, recv.count, recv.tag
+        if finished == p:
+            return
+        if finished:
+            raise Irregular
+        # Each send meets its receiver's receive: from this rank, same tag and count.
+        if not (np.array_equal(frm[to], senders) and np.array_equal(expect_tag[to], tags)
+                and np.array_equal(expect[to], counts)):
+            raise Irregular
+        key = to.tobytes()
+        receivers = patterns.get(key)
+        if receivers is None:
+            receivers = patterns[key] = to.copy()
+        yield Exchange(senders, receivers, counts.copy(), bool(reduce), int(lane))
