@@ -33,6 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_param_argument(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object with the results-table columns")
+    parser.add_argument("--format", choices=("text", "json", "nccl-tests"), default=None,
+                        help="text (default), json (as --json), or nccl-tests: the point as "
+                             "a one-row table in nccl-tests' layout")
     parser.set_defaults(func=run)
 
 
@@ -42,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
     with Watch(_closed_form(topology, args, size)) as watch:
         result = simulate(topology, args.collective, args.algorithm, args.ranks, size,
                           params_from_args(args), observe=watch)
-    if args.json:
+    if args.format == "nccl-tests":
+        from collsim.cli.nccltests_format import tables
+        print(tables([result.row()], {topology.name: topology}), end="")
+    elif args.json or args.format == "json":
         row = result.row()
         row["analytic_time_s"] = result.analytic_time_s
         print(json.dumps(row))
