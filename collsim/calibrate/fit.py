@@ -5,8 +5,9 @@ u = log(factor), bounded, with a finite-difference Jacobian of the simulation it
 Identifiability is read off the Jacobian at the preset: a figure no measured time moves by
 ``SENSITIVITY`` per unit of u (one node says nothing about the network; a log without LL
 sizes says nothing about LL's latency) is undetermined, and so is one whose column is almost
-a combination of more sensitive ones (``COLLINEAR``: on one rank count, the launch cost and a
-protocol's latency add up to one figure). Undetermined figures keep the preset's value."""
+a combination of figures before it in the registry (``COLLINEAR``: on one rank count, the
+launch cost and a protocol's latency add up to one figure, which is then the launch cost).
+Undetermined figures keep the preset's value."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from collsim.calibrate.predict import simulate_pick, with_figures
 from collsim.hardware.machine import NcclFigures
 
 SENSITIVITY = 0.05   # d log(time) / d log(factor) some point must reach
-COLLINEAR = 0.3      # share of a column left after projecting out the more sensitive ones
+COLLINEAR = 0.3      # share of a column left after projecting out the figures before it
 STEP = 0.03          # finite-difference step in u, taken downwards (see ``jacobian``)
 MAX_ITERATIONS = 12
 
@@ -118,7 +119,7 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
     why: dict[str, str] = {}
     sensitivity = np.abs(jacobian).max(axis=0) if jacobian.size else np.zeros(len(names))
     accepted: list[np.ndarray] = []
-    for j in np.argsort(-sensitivity, kind="stable"):
+    for j in range(len(names)):  # registry order: on a tie the physical cause goes first
         name = names[j]
         if sensitivity[j] < SENSITIVITY:
             why[name] = "no measured time depends on it"
@@ -127,7 +128,7 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
         for basis in accepted:
             column -= basis * (basis @ column)
         if np.linalg.norm(column) < COLLINEAR * np.linalg.norm(jacobian[:, j]):
-            why[name] = "the logs cannot tell it apart from the figures above"
+            why[name] = "the logs cannot tell it apart from the figures before it"
             continue
         accepted.append(column / np.linalg.norm(column))
     return why
