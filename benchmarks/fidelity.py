@@ -6,7 +6,9 @@ rows of 1 MiB and more, for
   (b) forced:      rows whose source says what ran (NCCL_ALGO=Ring/Tree), that algorithm;
   (c) calibrated:  leave-one-out: calibrate the preset on every other size of the run
                    (collsim.calibrate.fit), predict the held-out sizes; both halves;
-  (d) NCCL model:  NCCL's own analytic time of its pick (collsim.nccl.tuning), for comparison.
+  (d) NCCL model:  NCCL's own analytic time of its pick (collsim.nccl.tuning), for comparison;
+  (e) scale-up:    calibrate on a machine's smaller run (1 node, or 1 GPU per node), predict
+                   its larger one (SCALE_UP), printed per pair.
 
 Writes plots/fidelity/table.md (the table), rows.csv (every row's errors), busbw.png (measured
 and simulated busbw against size for several machines). Fits are cached in
@@ -43,8 +45,10 @@ MEASUREMENTS = ROOT / "validation" / "measurements.csv"
 OUT = ROOT / "plots" / "fidelity"
 CACHE = ROOT / ".cache" / "fidelity.json"
 MIN_SIZE = 2**20
-MAX_SIM_RANKS = 256  # larger runs take minutes per point to simulate: left out, and said so
+MAX_SIM_RANKS = 128  # larger runs take minutes per point to simulate: left out, and said so
 FORCED = {"ring": "ring", "tree": "nccl_tree"}
+# (fitted on, predicted) runs of one machine and source: fewer GPUs -> more.
+SCALE_UP = (("vp-h100-1n-ar", "vp-h100-4n-ar"), ("gcp-a4-b200-2x1-ag", "gcp-a4-b200-2n-ag"))
 
 
 @dataclass
@@ -162,7 +166,7 @@ def source_stamp() -> str:
     """A hash of the code and presets the figures depend on: the cache is kept while it holds."""
     digest = hashlib.sha256()
     for path in sorted([*(ROOT / "collsim").rglob("*.py"), *(ROOT / "topologies").glob("*.yaml"),
-                        Path(__file__), MEASUREMENTS]):
+                        MEASUREMENTS]):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -241,8 +245,35 @@ def main() -> int:
         CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
         print(f"{spec.run_id:<34} {spec.preset:<20} {time.time() - started:6.1f} s",
               file=sys.stderr)
-    write(table, skipped, time.time() - started)
+    scale = scale_up(runs, cache)
+    CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
+    write(table, skipped, time.time() - started, scale)
     return 0
+
+
+def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
+    """(e): each SCALE_UP pair's busbw error on sizes >= 1 MiB, preset and calibrated."""
+    by_id = {r.run_id: r for r in runs}
+    lines = []
+    for small, large in SCALE_UP:
+        fit_on, target = by_id[small], by_id[large]
+        preset = find_topology(target.preset)
+        fit_case = case_of(RunSpec(**{**fit_on.__dict__, "preset": target.preset}), fit_on.rows)
+        key = f"scale/{small}/{target.preset}"
+        if key not in cache:
+            cache[key] = calibrate([fit_case]).factors
+        held = [r for r in target.rows if int(r["bytes"]) >= MIN_SIZE]
+        case = case_of(target, held)
+        calibrated = with_figures(case.topology, apply(case.topology.machine.nccl, cache[key]))
+        factor = COLLECTIVES[target.collective].busbw_factor(target.nodes * target.per_node)
+        errors: dict[str, list[float]] = {"preset": [], "calibrated": []}
+        for i, row in enumerate(held):
+            measured = int(row["bytes"]) / row["time_s"] / 1e9 * factor
+            errors["preset"].append(busbw(case, i) / measured - 1)
+            errors["calibrated"].append(busbw(case, i, calibrated) / measured - 1)
+        lines.append(f"{small} -> {large} ({preset.stem}): preset {stats(errors['preset'])}, "
+                     f"calibrated on the smaller run {stats(errors['calibrated'])}")
+    return lines
 
 
 KINDS = (("auto", "auto_busbw"), ("forced", "forced_busbw"),
@@ -254,7 +285,7 @@ def error(record: dict, column: str) -> float | None:
     return None if value is None else value / record["measured_busbw"] - 1
 
 
-def write(table: list[dict], skipped: list[str], seconds: float) -> None:
+def write(table: list[dict], skipped: list[str], seconds: float, scale: list[str]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     machines = sorted({r["machine"] for r in table})
     head = f"{'machine':<20}" + "".join(f" | {name:>19}" for name, _ in KINDS)
@@ -267,6 +298,7 @@ def write(table: list[dict], skipped: list[str], seconds: float) -> None:
             errors = [e for r in mine if (e := error(r, column)) is not None]
             cells.append(stats(errors))
         lines.append(f"{machine:<20}" + "".join(f" | {c:>19}" for c in cells))
+    lines += ["", "scale-up (rows, median, p90 of |busbw error|, sizes >= 1 MiB):", *scale]
     text = "\n".join(lines)
     print(text)
     notes = "\n".join(f"- {s}" for s in skipped)
