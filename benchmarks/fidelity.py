@@ -304,8 +304,12 @@ def write(table: list[dict], skipped: list[str], seconds: float, scale: list[str
     notes = "\n".join(f"- {s}" for s in skipped)
     (OUT / "table.md").write_text(
         "# busbw error against published measurements (rows >= 1 MiB)\n\n"
-        "|error| = |simulated busbw / measured busbw - 1|; `python benchmarks/fidelity.py` "
-        f"({seconds:.0f} s).\n\n```\n{text}\n```\n\nLeft out:\n\n{notes}\n")
+        "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
+        "is simulated on); `calibrated (LOO)` for runs of at most 16 GPUs (a fit on a "
+        "4-node run takes minutes); `forced` where the source says what ran; "
+        f"`python benchmarks/fidelity.py` ({seconds:.0f} s with the cache of fits and "
+        "simulations, about 11 min without).\n\n"
+        f"```\n{text}\n```\n\nLeft out:\n\n{notes}\n")
     columns = ["machine", "run_id", "collective", "ranks", "size_bytes", "measured_busbw",
                "auto_pick", "auto_busbw", "auto_error", "forced", "forced_busbw",
                "forced_error", "calibrated_busbw", "calibrated_error", "nccl_model_busbw",
