@@ -195,3 +195,24 @@ def test_every_figure_has_bounds_around_the_preset():
     for figure in FIGURES:
         low, high = figure.bounds(figures)
         assert 0 < low <= 1.0 <= high, figure.name
+
+
+def test_what_the_log_says_ran_is_what_is_simulated():
+    """NCCL_ALGO on the log's command line forces the algorithm; an NCCL_DEBUG=INFO line
+    naming the algorithm and protocol of one size forces that size's pick."""
+    (run,) = read_logs(VALIDATION / "logs" / "ocp-h200-2x8-socket-ring-ar.txt")
+    assert run.hints.env["NCCL_ALGO"] == "ring"
+    case = case_from_run(run, resolve_topology("h100-cluster"))
+    assert {p.algorithm for p in case.picks} == {"ring"}
+    preset = load_topology(DGX)
+    sizes = [2**20, 2**24]
+    text = _log([_rows(preset, "allreduce", 8, sizes)]).splitlines()
+    table = next(i for i, line in enumerate(text) if line.lstrip().startswith("1048576"))
+    text.insert(table, "node0:1:1 [0] NCCL INFO AllReduce: 16777216 Bytes -> Algo Tree "
+                       "proto LL128 nchannels 8")
+    (logged,) = read_logs("\n".join(text) + "\n")
+    free = case_from_run(read_logs(_log([_rows(preset, "allreduce", 8, sizes)]))[0], DGX)
+    forced = case_from_run(logged, DGX)
+    assert forced.picks[0] == free.picks[0]
+    assert (forced.picks[1].algorithm, forced.picks[1].protocol) == ("nccl_tree", "LL128")
+    assert (free.picks[1].algorithm, free.picks[1].protocol) != ("nccl_tree", "LL128")

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collsim.calibrate.predict import Pick, pick
+from collsim.calibrate.predict import Pick, pick, runnable
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology
 from collsim.hardware.topology import Topology
+from collsim.nccl.names import algorithm_name, protocol_name
 from collsim.nccltests import Run, results_rows
 
 
@@ -83,6 +84,45 @@ def case_from_run(run: Run, preset: Path, overrides: dict[str, Any] | None = Non
         seen.setdefault(int(r["size_bytes"]), float(r["time_s"]))
     sizes = sorted(seen)
     coll = str(rows[0]["collective"])
-    picks = [pick(topology, coll, s, gpus, algorithm, protocol) for s in sizes]
+    algorithm, protocol = _environment(run, coll, algorithm, protocol)
+    picks = [_logged(run, topology, coll, s, gpus) or pick(topology, coll, s, gpus, algorithm,
+                                                           protocol) for s in sizes]
     return Case(label, topology, gpus, coll, sizes, [seen[s] for s in sizes], picks, nodes,
                 per_node)
+
+
+def _environment(run: Run, collective: str, algorithm: str, protocol: str | None
+                 ) -> tuple[str, str | None]:
+    """NCCL_ALGO / NCCL_PROTO of the log's command line or INFO lines, where they name one
+    algorithm (one collsim can run) or one protocol and the caller forced neither."""
+    env = run.hints.env
+    if algorithm == "auto" and "NCCL_ALGO" in env:
+        named = _one(env["NCCL_ALGO"], algorithm_name)
+        if named in runnable(collective):
+            algorithm = named
+    if protocol is None and "NCCL_PROTO" in env:
+        protocol = _one(env["NCCL_PROTO"], protocol_name)
+    return algorithm, protocol
+
+
+def _one(text: str, parse) -> str | None:  # noqa: ANN001
+    if "," in text or text.startswith("^"):
+        return None
+    try:
+        return parse(text)
+    except InputError:
+        return None
+
+
+def _logged(run: Run, topology: Topology, collective: str, size: int, gpus: list[int]
+            ) -> Pick | None:
+    """The algorithm and protocol NCCL logged for calls of ``size`` (NCCL_DEBUG=INFO), with
+    NCCL's channels for them; None where the log says nothing or names an algorithm collsim
+    has no program for."""
+    logged = run.hints.choice_for(size)
+    if logged is None:
+        return None
+    named = _one(logged[0], algorithm_name)
+    if named not in runnable(collective):
+        return None
+    return pick(topology, collective, size, gpus, named, logged[1])
