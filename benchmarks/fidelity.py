@@ -247,7 +247,8 @@ def main() -> int:
               file=sys.stderr)
     scale = scale_up(runs, cache)
     CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
-    write(table, skipped, time.time() - started, scale)
+    write(table, skipped, scale)
+    print(f"{time.time() - started:.1f} s", file=sys.stderr)
     return 0
 
 
@@ -285,7 +286,7 @@ def error(record: dict, column: str) -> float | None:
     return None if value is None else value / record["measured_busbw"] - 1
 
 
-def write(table: list[dict], skipped: list[str], seconds: float, scale: list[str]) -> None:
+def write(table: list[dict], skipped: list[str], scale: list[str]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     machines = sorted({r["machine"] for r in table})
     head = f"{'machine':<20}" + "".join(f" | {name:>19}" for name, _ in KINDS)
@@ -307,8 +308,8 @@ def write(table: list[dict], skipped: list[str], seconds: float, scale: list[str
         "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
         "is simulated on); `calibrated (LOO)` for runs of at most 16 GPUs (a fit on a "
         "4-node run takes minutes); `forced` where the source says what ran; "
-        f"`python benchmarks/fidelity.py` ({seconds:.0f} s with the cache of fits and "
-        "simulations, about 11 min without).\n\n"
+        "`python benchmarks/fidelity.py` (seconds with the cache of fits and simulations, "
+        "about 11 min without).\n\n"
         f"```\n{text}\n```\n\nLeft out:\n\n{notes}\n")
     columns = ["machine", "run_id", "collective", "ranks", "size_bytes", "measured_busbw",
                "auto_pick", "auto_busbw", "auto_error", "forced", "forced_busbw",
