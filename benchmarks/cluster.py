@@ -1,7 +1,8 @@
 """Cluster speed: wall time to simulate one 1 GiB allreduce on N DGX H100 nodes
 (topologies/h100-cluster.yaml, 8 x 400 Gb/s rails on a non-blocking fat-tree), flat ring and
 hierarchical, with the time spent loading the file, and routing the pairs they use from cold caches
-(included in the wall time), reported apart.
+(included in the wall time), reported apart. The ring runs on one channel (benchmarks/nccl.py
+times NCCL's channel counts).
 
     python benchmarks/cluster.py                # 64 nodes x 8 GPUs = 512 ranks
     python benchmarks/cluster.py --nodes 16 --size 64MiB --file topologies/h100-cluster-2to1.yaml
@@ -14,6 +15,7 @@ import resource
 import time
 from pathlib import Path
 
+from collsim.algorithms.registry import get_algorithm
 from collsim.hardware.loader import load_topology
 from collsim.simulate import simulate
 from collsim.units import format_size, parse_size
@@ -41,7 +43,8 @@ def main() -> None:
         routing = _time_routing(load_topology(args.file, {"nodes": args.nodes}))
         topology = load_topology(args.file, {"nodes": args.nodes})   # cold route caches
         start = time.perf_counter()
-        result = simulate(topology, "allreduce", name, topology.gpus, size)
+        params = {"channels": 1} if "channels" in get_algorithm("allreduce", name).params else {}
+        result = simulate(topology, "allreduce", name, topology.gpus, size, params)
         wall = time.perf_counter() - start
         print(f"{name:<14}{format_size(size):>6}{result.time_s * 1e3:>11.3f} ms"
               f"{result.busbw_GBps:>12.1f}{result.transfers:>11}{wall:>9.2f}{routing:>11.3f}")

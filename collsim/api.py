@@ -60,15 +60,18 @@ def estimate(topology: str | Path | Topology, collective: str, algorithm: str, r
 
     ``size`` is bytes or text (``"64MiB"``), with nccl-tests' convention; ``params`` are the
     algorithm parameters of ``--param`` (``{"chunk_size": "1MiB", "root": 3}``); ``set``
-    overrides topology keys; ``costs`` is the cost model (the links' own figures by
-    default). ``progress`` draws a line on stderr while a long simulation runs.
+    overrides topology keys; ``costs`` replaces the machine's cost model (the ideal model on
+    the canonical kinds, NCCL's protocols on machines with ``nccl:`` figures).
+    ``algorithm`` may be ``"auto"`` (NCCL's choice) or ``"best"`` (the fastest NCCL
+    algorithm and protocol, simulated). ``progress`` draws a line on stderr while a long
+    simulation runs.
     """
     machine = load_topology(topology, set)
     try:
         size_bytes = message_size(size)
     except UnitError as exc:
         raise InputError(str(exc), key="size") from None
-    model = IDEAL if costs is None else costs
+    model = costs
     point = dict(params or {})
     if not progress:
         return simulate(machine, collective, algorithm, ranks, size_bytes, point, model)
@@ -81,13 +84,13 @@ def estimate(topology: str | Path | Topology, collective: str, algorithm: str, r
 
 
 def _closed_form(machine: Topology, collective: str, algorithm: str, ranks: int, size: int,
-                 params: dict[str, Any], costs: CostModel) -> float | None:
+                 params: dict[str, Any], costs: CostModel | None) -> float | None:
     """The closed-form time for the progress line; None if there is none or the input is
     bad (the simulation reports that itself)."""
     try:
         chosen = get_algorithm(collective, algorithm)
         return analytic_time(machine, chosen, ranks, size, check_params(chosen, ranks, params),
-                             costs)
+                             IDEAL if costs is None else costs)
     except (InputError, ValueError, ArithmeticError):
         return None
 

@@ -13,18 +13,20 @@ from collsim.engine.timing import TimingEngine
 from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks, ring_order
 from collsim.hardware.topology import Topology
+from collsim.nccl.call import SELECTORS, Plan, check_protocol, is_nccl, plan
 from collsim.nccl.constants import MAX_CHANNELS
+from collsim.output.table import TABLE_COLUMNS
 from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
 from collsim.program import Job
 from collsim.units import UnitError, format_size, format_time, parse_size
 
-COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes", "time_s",
-           "algbw_GBps", "busbw_GBps", "analytic_time_s")
+COLUMNS = TABLE_COLUMNS
 
 
 @dataclass(frozen=True)
 class PointResult:
-    """One row of the results table (DESIGN.md's columns) plus what the engine counted."""
+    """One row of the results table (DESIGN.md's columns, then what the call ran with) plus
+    what the engine counted; ``speedup_vs_auto`` for ``best`` (auto's time / best's)."""
 
     topology: str
     collective: str
@@ -37,9 +39,14 @@ class PointResult:
     analytic_time_s: float | None
     transfers: int
     scenario: str = ""
+    protocol: str | None = None
+    channels: int | None = None
+    selected: str = ""
+    speedup_vs_auto: float | None = None
 
     def row(self) -> dict[str, Any]:
-        """The table's columns in DESIGN.md's order; a missing closed form is empty."""
+        """The table's columns in order; a missing closed form, protocol or channels is
+        empty."""
         return {column: ("" if getattr(self, column) is None else getattr(self, column))
                 for column in COLUMNS}
 
@@ -47,15 +54,27 @@ class PointResult:
         """The line ``collsim estimate`` prints."""
         analytic = "" if self.analytic_time_s is None else \
             f", closed form {format_time(self.analytic_time_s)}"
-        return (f"{self.collective} {self.algorithm} on {self.topology}, {self.ranks} ranks, "
-                f"{format_size(self.size_bytes)} ({self.size_bytes} B): "
+        return (f"{self.collective} {self.algorithm}{self.choice_text()} on {self.topology}, "
+                f"{self.ranks} ranks, {format_size(self.size_bytes)} ({self.size_bytes} B): "
                 f"time {format_time(self.time_s)}, algbw {self.algbw_GBps:.4g} GB/s, "
                 f"busbw {self.busbw_GBps:.4g} GB/s{analytic}")
+
+    def choice_text(self) -> str:
+        """What the call ran with, in parentheses ('' when there is nothing to say)."""
+        parts = [] if self.selected in ("", self.algorithm) else [self.selected]
+        if self.protocol is not None:  # channels too: under the ideal model they say nothing
+            parts.append(self.protocol)
+            if self.channels is not None:
+                parts.append(f"{self.channels} channel{'' if self.channels == 1 else 's'}")
+        if self.speedup_vs_auto is not None:
+            parts.append(f"{self.speedup_vs_auto:.4g}x auto")
+        return f" ({', '.join(parts)})" if parts else ""
 
 
 def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> dict[str, Any]:
     """Validated algorithm parameters: known names, root in range, chunk_size a size > 0."""
-    accepted = COMMON_PARAMS + tuple(algorithm.params)
+    accepted = COMMON_PARAMS + tuple(algorithm.params) + (
+        ("protocol",) if is_nccl(algorithm.name) and "protocol" not in algorithm.params else ())
     for name in params:
         if name not in accepted:
             raise InputError(f"{algorithm.collective}/{algorithm.name} takes no parameter "
@@ -75,10 +94,15 @@ def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> di
             raise InputError("chunk_size must be positive", key="param.chunk_size")
     if "channels" in checked:
         channels = checked["channels"]
-        if isinstance(channels, bool) or not isinstance(channels, int) \
+        if isinstance(channels, str) and channels.strip().lower() == "auto":
+            checked["channels"] = "auto"
+        elif isinstance(channels, bool) or not isinstance(channels, int) \
                 or not 1 <= channels <= MAX_CHANNELS:
             raise InputError(f"channels must be a whole number from 1 to {MAX_CHANNELS} "
-                             f"(NCCL's MAXCHANNELS), got {channels!r}", key="param.channels")
+                             f"(NCCL's MAXCHANNELS) or auto, got {channels!r}",
+                             key="param.channels")
+    if "protocol" in checked:
+        checked["protocol"] = check_protocol(checked["protocol"])
     dtype = dtype_name(checked)
     if dtype not in DTYPES:
         raise InputError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}",
@@ -92,6 +116,15 @@ def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> di
 def make_job(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
              params: dict[str, Any]) -> tuple[Job, list[int]]:
     """The Job every rank's program sees, and the GPU each rank runs on."""
+    job, gpus, _ = make_call(topology, algorithm, ranks, size_bytes, params)
+    return job, gpus
+
+
+def make_call(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
+              params: dict[str, Any], costs: CostModel | None = None
+              ) -> tuple[Job, list[int], Plan]:
+    """:func:`make_job` and the call's plan (cost model, protocol, channels; see
+    :mod:`collsim.nccl.call`); ``costs``, if given, replaces the machine's model."""
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise InputError(f"ranks must be a positive whole number, got {ranks!r}", key="ranks")
     if ranks > topology.gpus:
@@ -105,6 +138,8 @@ def make_job(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: i
                          f"{dtype_name(params)} elements ({itemsize} B each)",
                          key="size")
     gpus = place_ranks(topology, ranks, params)
+    call = plan(topology, algorithm.collective, algorithm.name, gpus, size_bytes, params, costs)
+    params = call.params
     collective = COLLECTIVES[algorithm.collective]
     job = Job(algorithm.collective, ranks, size_bytes // itemsize, itemsize,
               root=params.get("root", 0) if collective.rooted else 0, params=params,
@@ -112,7 +147,7 @@ def make_job(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: i
               nodes=tuple(topology.node_of[g] for g in gpus))
     if algorithm.prepare is not None:
         job = algorithm.prepare(job, topology, gpus)
-    return job, gpus
+    return job, gpus, call
 
 
 def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
@@ -129,14 +164,21 @@ def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_byt
 
 
 def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, size_bytes: int,
-             params: dict[str, Any] | None = None, costs: CostModel = IDEAL,
+             params: dict[str, Any] | None = None, costs: CostModel | None = None,
              observe: Callable[[TimingEngine], Any] | None = None) -> PointResult:
-    """Simulate one collective call under the cost model ``costs`` (the links' own figures
-    by default) and return its row of the results table. ``observe``, if given, is called
-    with the engine before it runs (a progress display watches it)."""
+    """Simulate one collective call and return its row of the results table. ``algorithm``
+    is a registered name, ``auto`` (NCCL's choice) or ``best`` (the fastest NCCL algorithm
+    and protocol, simulated); ``costs`` replaces the machine's cost model (ideal on the
+    canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.nccl.call`).
+    ``observe``, if given, is called with the engine before it runs (a progress display)."""
+    if algorithm in SELECTORS:
+        from collsim.nccl.select import simulate_selected
+
+        return simulate_selected(topology, collective, algorithm, ranks, size_bytes,
+                                 dict(params or {}), costs, observe)
     chosen = get_algorithm(collective, algorithm)
-    job, gpus = make_job(topology, chosen, ranks, size_bytes, dict(params or {}))
-    engine = TimingEngine(topology, gpus, job, chosen.program, costs)
+    job, gpus, call = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
+    engine = TimingEngine(topology, gpus, job, chosen.program, call.costs)
     if observe is not None:
         observe(engine)
     run = engine.run()
@@ -148,5 +190,7 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     busbw = algbw * COLLECTIVES[collective].busbw_factor(ranks)
     return PointResult(topology.name, collective, algorithm, ranks, size_bytes, time, algbw,
                        busbw,
-                       analytic_time(topology, chosen, ranks, size_bytes, job.params, costs),
-                       run.transfers)
+                       analytic_time(topology, chosen, ranks, size_bytes, job.params,
+                                     call.costs),
+                       run.transfers, protocol=call.protocol, channels=call.channels,
+                       selected=algorithm)

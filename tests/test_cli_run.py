@@ -51,7 +51,7 @@ def test_run_writes_table_run_record_and_figures(tmp_path, capsys):
     columns, rows = read_table(out / "results.csv")
     assert columns == ["scenario", "topology", "collective", "algorithm", "ranks", "size_bytes",
                        "time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s",
-                       "link.bandwidth"]
+                       "protocol", "channels", "selected", "link.bandwidth"]
     assert len(rows) == 2 * 2 * 2 * 2 * 4
     assert {r["link.bandwidth"] for r in rows} == {"100GB/s", "200GB/s"}
     fast = {(r["collective"], r["algorithm"], r["ranks"], r["size_bytes"]): r["time_s"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from collsim.engine.costs import IDEAL
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.summary import summarize
@@ -31,19 +32,25 @@ def test_shipped_file_loads_and_every_figure_has_a_comment(name):
             assert "#" in line, f"{name}: figure without a source comment: {line}"
 
 
+ONE_CHANNEL = {"channels": 1}
+
+
 def test_dgx_h100_ring_allreduce_busbw_at_1GiB_is_within_nvlink_bandwidth():
     # Each of the 14 steps moves n/8 over one 450 GB/s NVLink port per GPU (plus 1 us), so
-    # busbw = 2(p-1)/p * n / time tends to 450 GB/s and cannot exceed it.
+    # busbw = 2(p-1)/p * n / time tends to 450 GB/s and cannot exceed it (the links' own
+    # figures: the ideal model, one channel).
     t = load_topology(TOPOLOGIES / "dgx-h100.yaml")
-    result = simulate(t, "allreduce", "ring", 8, 2**30)
+    result = simulate(t, "allreduce", "ring", 8, 2**30, ONE_CHANNEL, IDEAL)
     assert 0.99 * 450 < result.busbw_GBps < 450
     assert result.time_s == pytest.approx(14 * (1e-6 + 2**30 / 8 / 450e9), rel=1e-9)
 
 
 def test_dgx_a100_and_pcie_server_busbw():
-    a100 = simulate(load_topology(TOPOLOGIES / "dgx-a100.yaml"), "allreduce", "ring", 8, 2**30)
+    a100 = simulate(load_topology(TOPOLOGIES / "dgx-a100.yaml"), "allreduce", "ring", 8, 2**30,
+                    ONE_CHANNEL, IDEAL)
     assert 0.99 * 300 < a100.busbw_GBps < 300
-    pcie = simulate(load_topology(TOPOLOGIES / "pcie-8gpu.yaml"), "allreduce", "ring", 8, 2**30)
+    pcie = simulate(load_topology(TOPOLOGIES / "pcie-8gpu.yaml"), "allreduce", "ring", 8, 2**30,
+                    ONE_CHANNEL, IDEAL)
     assert 0.99 * 31 < pcie.busbw_GBps < 31          # a GPU's x16 link binds, not the UPI
 
 

@@ -1,10 +1,11 @@
 """The one place calibration asks the simulator for a time: NCCL's pick (algorithm, protocol,
-channels) for a call, simulated under that protocol's cost model.
+channels) for a call, simulated as ``collsim estimate --algorithm auto`` runs it
+(:mod:`collsim.nccl.call`: the machine's cost model for that protocol).
 
-``auto`` is NCCL's choice among the NCCL algorithms collsim can run for the collective; a
-named algorithm keeps NCCL's choice of protocol and channels among that algorithm's. A
-collective NCCL's tuner does not model (alltoall) runs as all-pairs sends (``direct``) under
-the ring family's Simple costs, as NCCL runs it. ``figures`` replaces the topology's NCCL
+The pick is made once per call and kept (:class:`Pick`), so a fit can change the machine's
+figures and simulate the same algorithm, protocol and channels again: NCCL chooses from its
+own constants, not from what the machine really reaches. A named algorithm keeps NCCL's
+choice of protocol and channels within it. ``figures`` replaces the topology's NCCL
 declarations without reloading the file (the fit evaluates many)."""
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ from collsim.errors import InputError
 from collsim.hardware.machine import NcclFigures
 from collsim.hardware.topology import Topology
 from collsim.nccl.adapter import nccl_system
+from collsim.nccl.call import (
+    auto_choice,
+    is_nccl,
+    nccl_defaults,
+    registered_nccl,
+    takes_channels,
+)
 from collsim.nccl.choice import choose
-from collsim.nccl.names import ALGORITHMS, PROTOCOLS
-from collsim.nccl.protocols import cost_model
+from collsim.nccl.names import MODELLED_COLLECTIVES, PROTOCOLS
 from collsim.simulate import simulate
 
-UNMODELLED = {"alltoall": "direct"}  # NCCL's all-pairs send/receive
+P2P = ("nccl_p2p", "direct")  # what runs a collective NCCL has no algorithm for, in order
 
 
 @dataclass(frozen=True)
@@ -54,33 +61,35 @@ class Prediction:
 
 def runnable(collective: str) -> tuple[str, ...]:
     """NCCL's algorithms collsim has a program for, for ``collective``."""
-    return tuple(a for a in ALGORITHMS if (collective, a) in REGISTRY)
+    return tuple(registered_nccl(collective))
 
 
 def pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
          algorithm: str = "auto", protocol: str | None = None) -> Pick:
     """NCCL's pick for the call on ``gpus``; ``algorithm``/``protocol`` restrict it as
     NCCL_ALGO/NCCL_PROTO do. Bad names are InputErrors naming ``algorithm``/``protocol``."""
-    if collective in UNMODELLED:
-        return Pick(UNMODELLED[collective], "Simple", None)
     algorithms = runnable(collective)
-    if algorithm != "auto":
-        if algorithm not in algorithms:
-            raise InputError(f"collsim has no NCCL algorithm {algorithm!r} for {collective}; "
-                             f"choose auto or one of {', '.join(algorithms)}", key="algorithm")
-        algorithms = (algorithm,)
+    if algorithm != "auto" and algorithm not in algorithms:
+        raise InputError(f"collsim has no NCCL algorithm {algorithm!r} for {collective}; "
+                         f"choose auto or one of {', '.join(algorithms)}", key="algorithm")
     if protocol is not None and protocol not in PROTOCOLS:
         raise InputError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}",
                          key="protocol")
-    if len(gpus) == 1:
-        return Pick(algorithms[0] if algorithms else "ring", "Simple", 1)
-    system = nccl_system(topology, gpus)
-    choice = choose(system, collective, size, algorithms=algorithms,
-                    protocols=(protocol,) if protocol else None)
-    if choice is None:
-        raise InputError(f"NCCL's model has no eligible algorithm for {collective} among "
-                         f"{', '.join(algorithms) or 'none'}", key="algorithm")
-    return Pick(choice.algorithm, choice.protocol, choice.channels, choice.time)
+    if len(gpus) > 1 and collective in MODELLED_COLLECTIVES:
+        choice = choose(nccl_system(topology, gpus), collective, size,
+                        algorithms=set(algorithms if algorithm == "auto" else (algorithm,)),
+                        protocols=None if protocol is None else {protocol})
+        if choice is not None:
+            return Pick(choice.algorithm, choice.protocol, choice.channels, choice.time)
+    if not algorithms:  # alltoall: NCCL's grouped send/receive, under Simple's costs
+        fallback = next(name for name in P2P if (collective, name) in REGISTRY)
+        return Pick(fallback, "Simple", None)
+    if algorithm == "auto" and protocol is None:
+        chosen = auto_choice(topology, collective, gpus, size)
+        return Pick(chosen.algorithm, chosen.protocol, chosen.channels)
+    named = algorithms[0] if algorithm == "auto" else algorithm
+    picked, channels = nccl_defaults(topology, collective, named, gpus, size, protocol)
+    return Pick(named, picked, channels)
 
 
 def with_figures(topology: Topology, figures: NcclFigures | None) -> Topology:
@@ -94,15 +103,14 @@ def with_figures(topology: Topology, figures: NcclFigures | None) -> Topology:
 
 def simulate_pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
                   chosen: Pick) -> Prediction:
-    """Simulate ``chosen`` for the call on ``gpus`` under its protocol's cost model."""
-    ranks = len(gpus)
-    family = "ring" if chosen.algorithm in UNMODELLED.values() else chosen.algorithm
-    costs = cost_model(topology, family, chosen.protocol, gpus)
+    """Simulate ``chosen`` for the call on ``gpus`` under the machine's cost model."""
     params: dict = {"placement": list(gpus)}
-    if chosen.channels is not None:
+    if is_nccl(chosen.algorithm):
+        params["protocol"] = chosen.protocol
+    if chosen.channels is not None and takes_channels(collective, chosen.algorithm):
         params["channels"] = chosen.channels
-    result = simulate(topology, collective, chosen.algorithm, ranks, size, params, costs=costs)
-    return Prediction(collective, ranks, size, result.time_s, result.algbw_GBps,
+    result = simulate(topology, collective, chosen.algorithm, len(gpus), size, params)
+    return Prediction(collective, len(gpus), size, result.time_s, result.algbw_GBps,
                       result.busbw_GBps, chosen)
 
 

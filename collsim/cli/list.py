@@ -109,7 +109,11 @@ def _parameters_text() -> str:
     common = "; ".join(f"`{name}` ({COMMON_TEXT[name]})" for name in COMMON_PARAMS)
     own = "; ".join(f"`{name}` only {', '.join(users)}" for name, users in declared.items())
     text = (f"Every algorithm takes {common}. Some take more: {own}. `chunk_size` defaults "
-            f"to {DEFAULT_CHUNK_BYTES // 1024} KiB.")
+            f"to {DEFAULT_CHUNK_BYTES // 1024} KiB. NCCL's algorithms (`ring`, `nccl_tree`, "
+            f"...) also take `protocol` (LL, LL128, Simple or auto), and `channels` may be "
+            f"auto; both default to auto, NCCL's pick on a machine with `nccl:` figures "
+            f"(1 channel and no protocol elsewhere). The algorithm names `auto` (NCCL's "
+            f"choice) and `best` (the fastest, simulated) pick among them (nccl.md).")
     return textwrap.fill(text, width=WIDTH, initial_indent="  ", subsequent_indent="  ")
 
 

@@ -4,7 +4,8 @@ It needs no matplotlib, so checking a scenario never loads it."""
 
 from __future__ import annotations
 
-# Each kind is drawn by the function of the same name in collsim/output/figures.py.
+# Each kind is drawn by the function of the same name in collsim/output/figures.py (which
+# imports choice_map from collsim/output/choice_map.py).
 FIGURE_KINDS: dict[str, str] = {
     "time_vs_size": "completion time against message size, log-log, closed form dashed",
     "busbw_vs_size": "bus bandwidth (nccl-tests' definition) against message size",
@@ -12,6 +13,8 @@ FIGURE_KINDS: dict[str, str] = {
                      "with the interpolated crossover sizes marked",
     "time_vs_ranks": "completion time against ranks at a few sizes (scaling)",
     "speedup": "time of a baseline algorithm divided by each other algorithm's time",
+    "choice_map": "ranks x size, each cell shaded by the algorithm and protocol auto (NCCL's "
+                  "choice) runs there",
 }
 # What a scenario without a figures: key, and a table without a run.json, get first.
 DEFAULT_FIGURES = ("time_vs_size", "busbw_vs_size")

@@ -24,20 +24,27 @@ from collsim.yamlfile import read_text
 INPUT_COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes")
 MEASURED_COLUMNS = ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s")
 RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
+# What the call ran with (DESIGN.md "Real machines"), after DESIGN.md's columns: the NCCL
+# protocol whose costs it paid (empty under the ideal model), its channels (empty for an
+# algorithm without), and the algorithm that ran (what auto or best selected). Outcomes,
+# not inputs: they never identify a point.
+CHOICE_COLUMNS = ("protocol", "channels", "selected")
+TABLE_COLUMNS = RESULT_COLUMNS + CHOICE_COLUMNS
+OUTCOME_COLUMNS = MEASURED_COLUMNS + CHOICE_COLUMNS
 # A million-point sweep (the most a scenario may have) writes about 300 MB.
 MAX_TABLE_BYTES = 2**30
 NUMERIC_COLUMNS = {"ranks": int, "size_bytes": int, "time_s": float, "algbw_GBps": float,
-                   "busbw_GBps": float, "analytic_time_s": float}
+                   "busbw_GBps": float, "analytic_time_s": float, "channels": int}
 
 
 def header(swept: Sequence[str]) -> list[str]:
     """The table's columns for a scenario sweeping ``swept`` keys."""
-    return [*RESULT_COLUMNS, *swept]
+    return [*TABLE_COLUMNS, *swept]
 
 
 def key_columns(columns: Sequence[str]) -> list[str]:
     """The columns that identify a point (everything but what was measured and the scenario)."""
-    return [c for c in columns if c not in MEASURED_COLUMNS and c != "scenario"]
+    return [c for c in columns if c not in OUTCOME_COLUMNS and c != "scenario"]
 
 
 def format_value(value: Any) -> str:

@@ -15,8 +15,9 @@ import yaml
 from collsim.algorithms.registry import REGISTRY, algorithms_for
 from collsim.errors import InputError, InputErrors
 from collsim.hardware.shipped import find_topology
+from collsim.nccl.call import SELECTORS
 from collsim.output.kinds import DEFAULT_FIGURES, DEFAULT_FORMATS
-from collsim.output.table import RESULT_COLUMNS
+from collsim.output.table import TABLE_COLUMNS
 from collsim.params import COMMON_PARAMS
 from collsim.scenarios.axes import parse_ranks, parse_sizes, value_axis
 from collsim.scenarios.model import Scenario, TopologySource
@@ -203,7 +204,7 @@ class _Reader:
                 out[collective] = known
                 continue
             for index, name in enumerate(chosen):
-                if name not in known:
+                if name not in known and name not in SELECTORS:
                     hint = difflib.get_close_matches(name, known, n=1)
                     raise self.doc.error(path + (index,), f"no {collective} algorithm named "
                                          f"{name!r}; " + (f"did you mean {hint[0]!r}?" if hint
@@ -236,13 +237,16 @@ class _Reader:
 
     def check_columns(self, settings: dict[str, Any], params: dict[str, Any]) -> None:
         for key in settings:
-            if key in params or key in RESULT_COLUMNS:
+            if key in params or key in TABLE_COLUMNS:
                 raise self.doc.error(self.source("set") + (key,), f"{key!r} is already a column "
                                      f"of the results table; it cannot be a swept key too")
         for key in params:
-            if key in RESULT_COLUMNS:
+            if key in TABLE_COLUMNS:
                 raise self.doc.error(self.source("param") + (key,), f"{key!r} is already a "
-                                     f"column of the results table")
+                                     f"column of the results table" + (
+                                         " (what the call ran with); a scenario leaves it to "
+                                         "auto, or compares choices with algorithm best"
+                                         if key in ("protocol", "channels") else ""))
 
     def filters(self, swept: list[str]) -> list[Filter]:
         path = self.source("where")

@@ -100,6 +100,8 @@ _FIGURE = {
         "baseline": {"type": "string", "description": "speedup: the algorithm divided by"},
         "algorithms": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "size": {"type": ["string", "integer"], "description": "time_vs_ranks: message size"},
+        "algorithm": {"enum": ["auto", "best"],
+                      "description": "choice_map: whose choices it draws (default auto)"},
     },
     "required": ["kind"],
     "additionalProperties": False,

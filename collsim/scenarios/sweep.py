@@ -12,6 +12,8 @@ from typing import Any
 from collsim.algorithms.registry import Algorithm, get_algorithm
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
+from collsim.nccl.call import SELECTORS, selector
+from collsim.nccl.protocols import nccl_figures
 from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
 from collsim.scenarios.axes import quantity_value
 from collsim.scenarios.model import Point, Scenario
@@ -64,7 +66,8 @@ def expand(scenario: Scenario) -> Sweep:
             topology = _build(scenario, t, dict(settings))
             for collective in scenario.collectives:
                 for name in scenario.algorithms[collective]:
-                    algorithm = get_algorithm(collective, name)
+                    algorithm = selector(collective, name) if name in SELECTORS else \
+                        get_algorithm(collective, name)
                     for params in _param_combos(scenario, algorithm):
                         for ranks in scenario.ranks or [topology.gpus]:
                             reason = _unservable(topology, algorithm, ranks)
@@ -137,6 +140,9 @@ def _misfit(size: int, itemsize: int, params: tuple[tuple[str, Any], ...]) -> st
 def _unservable(topology: Topology, algorithm: Any, ranks: int) -> str | None:
     if ranks > topology.gpus:
         return f"{topology.name!r} has {topology.gpus} GPUs, fewer than {ranks} ranks"
+    if algorithm.name in SELECTORS and nccl_figures(topology) is None:
+        return (f"{algorithm.name} on {topology.name!r}, which declares no NCCL figures "
+                f"(auto and best choose among NCCL's algorithms)")
     try:
         algorithm.check_ranks(ranks)
     except InputError as exc:

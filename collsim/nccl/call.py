@@ -1,0 +1,217 @@
+"""What one call runs with on a machine: its cost model, NCCL protocol and channel count, in
+one place (:func:`plan`), and what ``--algorithm auto`` (NCCL's choice) and ``best`` (the
+fastest simulated) pick (:func:`auto_choice`, :func:`candidates`).
+
+On a machine that declares ``nccl:`` figures an NCCL algorithm (``ring``, ``nccl_tree``,
+``nvls``, ...) runs under :func:`collsim.nccl.protocols.cost_model` of its family and protocol,
+and any other algorithm under the ring family's Simple costs (a textbook program moves whole
+buffers as NCCL's Simple protocol does). Without ``nccl:`` figures (the canonical kinds)
+every call runs under the ideal model: no protocol, one channel unless asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from collsim.engine.costs import IDEAL, CostModel
+from collsim.errors import InputError
+from collsim.hardware.topology import Topology
+from collsim.nccl.names import ALGORITHMS, PROTOCOLS, protocol_name
+from collsim.nccl.protocols import cost_model, nccl_figures
+
+SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorithm
+NCCL_PARAMS = ("protocol", "channels")
+TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL = "ring", "Simple"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a call runs: its checked parameters (``protocol`` removed, ``channels`` a number
+    where the algorithm takes it), its cost model, and the NCCL protocol (None under the
+    ideal model or a model the caller gave) and channels (None for algorithms without)."""
+
+    params: dict[str, Any]
+    costs: CostModel
+    protocol: str | None
+    channels: int | None
+
+
+def is_nccl(name: str) -> bool:
+    """Whether ``name`` is one of NCCL's algorithms (it then takes ``protocol``)."""
+    return name in ALGORITHMS
+
+
+def check_protocol(value: Any) -> str:
+    """``auto`` or NCCL's spelling of a protocol given in any case; InputError otherwise."""
+    if not isinstance(value, str):
+        raise InputError(f"protocol must be one of {', '.join(PROTOCOLS)} or auto, got "
+                         f"{value!r}", key="param.protocol")
+    return "auto" if value.strip().lower() == "auto" else \
+        protocol_name(value, key="param.protocol")
+
+
+def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int], size: int,
+         params: dict[str, Any], costs: CostModel | None = None) -> Plan:
+    """The plan of a call of ``algorithm`` on ``gpus`` with checked ``params``; ``costs``, if
+    given, replaces the machine's cost model (the protocol is then not recorded)."""
+    params = dict(params)
+    protocol = params.pop("protocol", "auto")
+    has_channels = "channels" in params or takes_channels(collective, algorithm)
+    channels = params.get("channels", "auto")
+    figures = nccl_figures(topology)
+    if figures is None:
+        if protocol != "auto":
+            raise InputError(f"topology '{topology.name}' declares no NCCL figures (no 'nccl' "
+                             f"section), so it has no protocol {protocol!r}; leave protocol "
+                             "unset or auto", key="param.protocol")
+        if has_channels:
+            params["channels"] = 1 if channels == "auto" else channels
+        return Plan(params, IDEAL if costs is None else costs, None,
+                    params.get("channels") if has_channels else None)
+    if not is_nccl(algorithm):
+        if protocol not in ("auto", TEXTBOOK_PROTOCOL):
+            raise InputError(f"{collective}/{algorithm} is not one of NCCL's algorithms; it runs "
+                             f"under the {TEXTBOOK_PROTOCOL} protocol's costs only",
+                             key="param.protocol")
+        model = cost_model(topology, TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL, gpus)
+        if has_channels:
+            params["channels"] = 1 if channels == "auto" else channels
+        return Plan(params, model if costs is None else costs,
+                    None if costs is not None else TEXTBOOK_PROTOCOL,
+                    params.get("channels") if has_channels else None)
+    if protocol == "auto" or (has_channels and channels == "auto"):
+        picked_protocol, picked_channels = nccl_defaults(
+            topology, collective, algorithm, gpus, size,
+            None if protocol == "auto" else protocol)
+        protocol = picked_protocol if protocol == "auto" else protocol
+        if has_channels and channels == "auto":
+            channels = picked_channels
+    if has_channels:
+        params["channels"] = channels
+    model = cost_model(topology, algorithm, protocol, gpus)
+    return Plan(params, model if costs is None else costs, None if costs is not None else protocol,
+                channels if has_channels else None)
+
+
+def takes_channels(collective: str, algorithm: str) -> bool:
+    """Whether the registered ``collective``/``algorithm`` takes a ``channels`` parameter."""
+    from collsim.algorithms.registry import REGISTRY
+
+    registered = REGISTRY.get((collective, algorithm))
+    return registered is not None and "channels" in registered.params
+
+
+def nccl_defaults(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int],
+                  size: int, protocol: str | None = None) -> tuple[str, int]:
+    """(protocol, channels) NCCL would run ``algorithm`` with for this call: its choice
+    restricted to the algorithm (and ``protocol`` if given). Where NCCL's model has nothing
+    to say (one rank, a collective it does not tune, an algorithm it would not run here)
+    Simple and NCCL's channel sizing for it."""
+    from collsim.nccl.adapter import nccl_system
+    from collsim.nccl.choice import channels, choose
+    from collsim.nccl.tuning import model
+
+    system = nccl_system(topology, gpus)
+    if collective in _modelled():
+        choice = choose(system, collective, size, algorithms={algorithm},
+                        protocols=None if protocol is None else {protocol})
+        if choice is not None:
+            return choice.protocol, choice.channels
+    protocol = protocol or TEXTBOOK_PROTOCOL
+    if len(gpus) < 2 or collective not in _modelled():
+        return protocol, 1
+    return protocol, channels(model(system), collective, algorithm, protocol, size)[0]
+
+
+def _modelled() -> tuple[str, ...]:
+    from collsim.nccl.names import MODELLED_COLLECTIVES
+
+    return MODELLED_COLLECTIVES
+
+
+def registered_nccl(collective: str) -> list[str]:
+    """NCCL's algorithms registered for ``collective``, in NCCL's order."""
+    from collsim.algorithms.registry import algorithms_for
+
+    names = {a.name for a in algorithms_for(collective)}
+    return [name for name in ALGORITHMS if name in names]
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """What ``auto`` runs: algorithm, protocol, channels (NCCL's pick among the registered
+    algorithms)."""
+
+    algorithm: str
+    protocol: str
+    channels: int
+
+
+def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
+                size: int) -> AutoChoice:
+    """NCCL's choice of algorithm, protocol and channels for this call among the NCCL
+    algorithms collsim has programs for; InputError when the machine declares no NCCL figures
+    or nothing registered serves the collective."""
+    from collsim.nccl.adapter import nccl_system
+    from collsim.nccl.choice import choose
+
+    if nccl_figures(topology) is None:
+        raise InputError(f"algorithm auto is NCCL's choice, and topology '{topology.name}' "
+                         "declares no NCCL figures (no 'nccl' section); name an algorithm "
+                         "or use a machine with them (collsim topo list)", key="algorithm")
+    registered = registered_nccl(collective)
+    if not registered:
+        raise InputError(f"no NCCL algorithm for {collective} is implemented, so auto has "
+                         "nothing to choose from", key="algorithm")
+    choice = None
+    if collective in _modelled():
+        choice = choose(nccl_system(topology, gpus), collective, size,
+                        algorithms=set(registered))
+    if choice is None:
+        # NCCL's tuner says nothing (one rank, alltoall): its first registered program, Simple.
+        algorithm = registered[0] if "ring" not in registered else "ring"
+        protocol, channels = nccl_defaults(topology, collective, algorithm, gpus, size)
+        return AutoChoice(algorithm, protocol, channels)
+    return AutoChoice(choice.algorithm, choice.protocol, choice.channels)
+
+
+def candidates(topology: Topology, collective: str, gpus: Sequence[int], size: int
+               ) -> list[tuple[str, str]]:
+    """The (algorithm, protocol) pairs ``best`` simulates: every registered NCCL algorithm with
+    every protocol NCCL would consider for this call (its gating rules), in NCCL's order; the
+    auto choice is always among them."""
+    from collsim.nccl.adapter import nccl_system
+    from collsim.nccl.choice import choose
+
+    if nccl_figures(topology) is None:
+        raise InputError(f"algorithm best compares NCCL's algorithms and protocols, and "
+                         f"topology '{topology.name}' declares no NCCL figures (no 'nccl' "
+                         "section); name an algorithm or use a machine with them",
+                         key="algorithm")
+    registered = registered_nccl(collective)
+    pairs: list[tuple[str, str]] = []
+    if collective in _modelled():
+        choice = choose(nccl_system(topology, gpus), collective, size,
+                        algorithms=set(registered))
+        if choice is not None:
+            pairs = [(c.algorithm, c.protocol) for c in choice.candidates]
+    if not pairs:
+        auto = auto_choice(topology, collective, gpus, size)
+        pairs = [(auto.algorithm, auto.protocol)]
+    return pairs
+
+
+def selector(collective: str, name: str) -> Any:
+    """A registry record standing for ``auto`` or ``best`` (what a scenario sweep checks:
+    any rank count, the common parameters only); it has no program of its own."""
+    from collsim.algorithms.registry import Algorithm
+
+    summary = ("NCCL's choice of algorithm, protocol and channels" if name == "auto" else
+               "the fastest of NCCL's algorithms and protocols, simulated")
+    return Algorithm(collective, name, _no_program, "", None, "collsim.nccl.call", summary)
+
+
+def _no_program(rank: int, job: Any) -> Any:
+    raise AssertionError("auto and best run the algorithm they select")
