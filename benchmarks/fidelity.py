@@ -14,7 +14,7 @@ Writes plots/fidelity/table.md (the table), rows.csv (every row's errors), busbw
 and simulated busbw against size for several machines). Fits are cached in
 .cache/fidelity.json (delete it after changing the model).
 
-    python benchmarks/fidelity.py [--no-calibrate] [--max-ranks 16]
+    python benchmarks/fidelity.py [--no-calibrate] [--max-ranks 8]
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def stats(errors: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-calibrate", action="store_true", help="skip (c)")
-    parser.add_argument("--max-ranks", type=int, default=16,
+    parser.add_argument("--max-ranks", type=int, default=8,
                         help="leave-one-out fits only for runs of at most this many GPUs")
     args = parser.parse_args()
     started = time.time()
@@ -247,7 +247,7 @@ def main() -> int:
               file=sys.stderr)
     scale = scale_up(runs, cache)
     CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
-    write(table, skipped, scale)
+    write(table, skipped, scale, args.max_ranks)
     print(f"{time.time() - started:.1f} s", file=sys.stderr)
     return 0
 
@@ -286,7 +286,7 @@ def error(record: dict, column: str) -> float | None:
     return None if value is None else value / record["measured_busbw"] - 1
 
 
-def write(table: list[dict], skipped: list[str], scale: list[str]) -> None:
+def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: int) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     machines = sorted({r["machine"] for r in table})
     head = f"{'machine':<20}" + "".join(f" | {name:>19}" for name, _ in KINDS)
@@ -306,8 +306,8 @@ def write(table: list[dict], skipped: list[str], scale: list[str]) -> None:
     (OUT / "table.md").write_text(
         "# busbw error against published measurements (rows >= 1 MiB)\n\n"
         "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
-        "is simulated on); `calibrated (LOO)` for runs of at most 16 GPUs (a fit on a "
-        "4-node run takes minutes); `forced` where the source says what ran; "
+        f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
+        "on a multi-node run takes minutes); `forced` where the source says what ran; "
         "`python benchmarks/fidelity.py` (seconds with the cache of fits and simulations, "
         "about 11 min without).\n\n"
         f"```\n{text}\n```\n\nLeft out:\n\n{notes}\n")
