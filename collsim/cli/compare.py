@@ -18,13 +18,17 @@ from collsim.units import format_size, format_time
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "compare", help="per-point ratio of two results tables",
+        "compare", help="per-point ratio of two results tables, or a measured nccl-tests log "
+                        "against a topology",
         description="Match the points of two results tables and print B/A of a metric for "
                     "each (default: time_s, so 0.5 means B takes half the time). Rows match on "
                     "the columns both tables share, except those whose values never meet "
-                    "(two topologies' names, say).")
-    parser.add_argument("a", metavar="A.csv")
-    parser.add_argument("b", metavar="B.csv")
+                    "(two topologies' names, say). With --measured LOG --topology FILE: every "
+                    "size of the log beside its simulation on the topology (what NCCL's auto "
+                    "picks), the relative error of busbw, and its median and 90th percentile.")
+    parser.add_argument("a", metavar="A.csv", nargs="?")
+    parser.add_argument("b", metavar="B.csv", nargs="?")
+    add_measured_arguments(parser)
     parser.add_argument("--metric", default="time_s",
                         help="column to compare: time_s (default), busbw_GBps, algbw_GBps")
     parser.add_argument("--on", metavar="COL[,COL...]",
@@ -39,7 +43,29 @@ def _split(text: str | None) -> list[str]:
     return [c.strip() for c in (text or "").split(",") if c.strip()]
 
 
+def add_measured_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the measured mode (``--measured LOG --topology FILE``)."""
+    parser.add_argument("--measured", action="append", default=[], metavar="LOG",
+                        help="an nccl-tests log (repeatable; several runs per file are fine)")
+    parser.add_argument("--topology", "-t", metavar="FILE",
+                        help="topology (file or shipped name) to simulate the log's calls on")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a topology key")
+    parser.add_argument("--algorithm", "-a", default="auto",
+                        help="auto (NCCL's pick, default) or an NCCL algorithm the log forced")
+    parser.add_argument("--protocol", help="LL, LL128 or Simple, if the log forced one")
+    parser.add_argument("--collective", help="the collective, where the log does not say")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="draw measured and simulated busbw against size")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.measured:
+        from collsim.cli.measured import run_measured
+        return run_measured(args)
+    if args.a is None or args.b is None:
+        raise InputError("expected two results tables (A.csv B.csv), or --measured LOG "
+                         "--topology FILE", key="compare")
     notes: list[str] = []
     columns_a, rows_a = read_table(args.a, notes)
     columns_b, rows_b = read_table(args.b, notes)

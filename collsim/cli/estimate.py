@@ -44,6 +44,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_straggler_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object with the results-table columns")
+    parser.add_argument("--format", choices=("text", "json", "nccl-tests"), default=None,
+                        help="text (default), json (as --json), or nccl-tests: the point as "
+                             "a one-row table in nccl-tests' layout")
     parser.set_defaults(func=run)
 
 
@@ -59,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
     lines: list[str] = []
     if spread > 0 or late or recording_wanted(args):
         extra, lines = _recorded(args, topology, size, result, spread, late)
-    if args.json:
+    if args.format == "nccl-tests":
+        from collsim.cli.nccltests_format import tables
+        print(tables([result.row()], {topology.name: topology}), end="")
+    elif args.json or args.format == "json":
         row = result.row()
         for column in ("analytic_time_s", "protocol", "channels"):
             row[column] = getattr(result, column)  # null, not "", where not applicable

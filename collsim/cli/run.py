@@ -39,6 +39,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
     parser.add_argument("--no-figures", action="store_true", help="write the table only")
+    parser.add_argument("--format", choices=("csv", "nccl-tests"), default="csv",
+                        help="nccl-tests: also write DIR/results.nccl-tests.txt, the results "
+                             "as nccl-tests tables (one per topology, algorithm, collective, "
+                             "rank count and swept key)")
     parser.set_defaults(func=run)
 
 
@@ -73,7 +77,24 @@ def run(args: argparse.Namespace) -> int:
     print(f"{scenario.name}: {done} in {report.seconds:.1f} s -> {out / TABLE_FILE}")
     for path in report.figures:
         print(f"  {path}")
+    if args.format == "nccl-tests":
+        print(f"  {_nccl_tests(scenario, out)}")
     return 0
+
+
+def _nccl_tests(scenario, out: Path) -> Path:  # noqa: ANN001 (a Scenario)
+    """Write the results as nccl-tests tables beside results.csv."""
+    from collsim.cli.nccltests_format import write_run_tables
+    from collsim.output.table import read_table
+
+    _, rows = read_table(out / TABLE_FILE)
+    topologies = {}
+    for source in scenario.topologies:
+        try:
+            topologies[source.label] = source.build()
+        except InputError:  # a topology only valid with the scenario's swept keys
+            topologies[source.label] = None
+    return write_run_tables(rows, topologies, out)
 
 
 def _kept(args: argparse.Namespace, out: Path) -> str:

@@ -1,0 +1,366 @@
+"""How close collsim's presets come to published nccl-tests measurements (validation/), per
+machine and overall: median and 90th percentile of |simulated busbw / measured busbw - 1| over
+rows of 1 MiB and more, for
+
+  (a) auto:        the preset as shipped, NCCL's pick (collsim.calibrate.predict);
+  (b) forced:      rows whose source says what ran (NCCL_ALGO=Ring/Tree), that algorithm;
+  (c) calibrated:  leave-one-out: calibrate the preset on every other size of the run
+                   (collsim.calibrate.fit), predict the held-out sizes; both halves;
+  (d) NCCL model:  NCCL's own analytic time of its pick (collsim.nccl.tuning), for comparison;
+  (e) scale-up:    calibrate on a machine's smaller run (1 node, or 1 GPU per node), predict
+                   its larger one (SCALE_UP), printed per pair.
+
+Writes plots/fidelity/table.md (the table), rows.csv (every row's errors), busbw.png (measured
+and simulated busbw against size for several machines). Fits are cached in
+.cache/fidelity.json (delete it after changing the model).
+
+    python benchmarks/fidelity.py [--no-calibrate] [--max-ranks 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import math
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from collsim.calibrate.cases import Case, shape
+from collsim.calibrate.figures import apply
+from collsim.calibrate.fit import calibrate
+from collsim.calibrate.predict import pick, simulate_pick, with_figures
+from collsim.collectives import COLLECTIVES
+from collsim.errors import InputError
+from collsim.hardware.shipped import find_topology
+
+ROOT = Path(__file__).resolve().parent.parent
+MEASUREMENTS = ROOT / "validation" / "measurements.csv"
+OUT = ROOT / "plots" / "fidelity"
+CACHE = ROOT / ".cache" / "fidelity.json"
+MIN_SIZE = 2**20
+MAX_SIM_RANKS = 128  # larger runs take minutes per point to simulate: left out, and said so
+FORCED = {"ring": "ring", "tree": "nccl_tree"}
+# (fitted on, predicted) runs of one machine and source: fewer GPUs -> more.
+SCALE_UP = (("vp-h100-1n-ar", "vp-h100-4n-ar"), ("gcp-a4-b200-2x1-ag", "gcp-a4-b200-2n-ag"))
+
+
+@dataclass
+class RunSpec:
+    run_id: str
+    preset: str
+    overrides: dict
+    nodes: int
+    per_node: int
+    collective: str
+    algorithm: str            # auto, or what the run forced
+    rows: list[dict]          # every timed size of the run, one placement
+    note: str = ""
+
+
+def preset_of(row: dict) -> tuple[str, dict] | None:
+    """The shipped preset a published machine is simulated on, and its overrides."""
+    model, nodes, per_node = row["gpu_model"], int(row["nodes"]), int(row["gpus_per_node"])
+    single = {"H100-SXM-80GB": "dgx-h100", "H200-SXM-141GB": "dgx-h200",
+              "A100-SXM4-80GB": "dgx-a100", "A100-SXM4-40GB": "dgx-a100", "B200": "dgx-b200",
+              "GB200": "gb200-nvl72", "L40S-PCIe-48GB": "l40s-pcie"}
+    cluster = {"H100-SXM-80GB": "h100-cluster", "H200-SXM-141GB": "h100-cluster",
+               "A100-SXM4-80GB": "a100-cluster", "A100-SXM4-40GB": "a100-cluster",
+               "B200": "b200-cluster", "GB200": "gb200-nvl72-cluster"}
+    if nodes == 1 and model in single:
+        return single[model], ({"gpus": per_node} if model.startswith("L40S") else {})
+    if nodes > 1 and model in cluster:
+        return cluster[model], {}
+    return None
+
+
+def forced(text: str) -> str:
+    lowered = text.lower()
+    if "ncclalgo" in lowered.replace("_", "") or lowered.startswith(("ring", "tree")):
+        for key, name in FORCED.items():
+            if lowered.startswith(key) or f"nccl_algo={key}" in lowered:
+                return name
+    return "auto"
+
+
+def measured_time(row: dict) -> float | None:
+    """Seconds per call: printed, or from busbw."""
+    if row["time_us"] and float(row["time_us"]) > 0:
+        return float(row["time_us"]) * 1e-6
+    busbw = float(row["busbw_GBps"] or 0)
+    if busbw <= 0:
+        return None
+    factor = COLLECTIVES[row["collective"]].busbw_factor(int(row["gpus"]))
+    return int(row["bytes"]) * factor / busbw / 1e9
+
+
+def load_runs() -> tuple[list[RunSpec], list[str]]:
+    by_run: dict[str, list[dict]] = defaultdict(list)
+    with MEASUREMENTS.open() as f:
+        for row in csv.DictReader(f):
+            by_run[row["run_id"]].append(row)
+    runs, skipped = [], []
+    for run_id, rows in by_run.items():
+        first = rows[0]
+        if "DOUBTFUL" in first["notes"]:
+            skipped.append(f"{run_id}: marked DOUBTFUL in validation/")
+            continue
+        if first["collective"] not in COLLECTIVES or first["collective"] == "sendrecv":
+            skipped.append(f"{run_id}: {first['collective']} is not a collective collsim has")
+            continue
+        mapped = preset_of(first)
+        if mapped is None:
+            skipped.append(f"{run_id}: no preset for {first['gpu_model']} on "
+                           f"{first['nodes']} node(s)")
+            continue
+        if int(first["gpus"]) > MAX_SIM_RANKS:
+            skipped.append(f"{run_id}: {first['gpus']} GPUs, above {MAX_SIM_RANKS}")
+            continue
+        placements = {r["in_place"] for r in rows}
+        keep = "0" if "0" in placements else min(placements)
+        timed = {}
+        for r in rows:
+            t = measured_time(r) if r["in_place"] == keep else None
+            if t is not None and int(r["bytes"]) > 0:
+                timed.setdefault(int(r["bytes"]), {**r, "time_s": t})
+        if not any(s >= MIN_SIZE for s in timed):
+            continue
+        runs.append(RunSpec(run_id, mapped[0], mapped[1], int(first["nodes"]),
+                            int(first["gpus_per_node"]), first["collective"],
+                            forced(first["algo_proto"]), [timed[s] for s in sorted(timed)]))
+    return runs, skipped
+
+
+def case_of(spec: RunSpec, rows: list[dict], algorithm: str = "auto") -> Case:
+    preset = find_topology(spec.preset)
+    topology, gpus = shape(preset, spec.nodes, spec.per_node, dict(spec.overrides),
+                           spec.run_id)
+    sizes = [int(r["bytes"]) for r in rows]
+    picks = [pick(topology, spec.collective, s, gpus, algorithm) for s in sizes]
+    return Case(spec.run_id, topology, gpus, spec.collective, sizes,
+                [r["time_s"] for r in rows], picks, spec.nodes, spec.per_node)
+
+
+SIMULATED: dict = {}  # the cache's "sim" part: busbw by (run, size, pick) as shipped
+
+
+def busbw(case: Case, index: int, topology=None) -> float:  # noqa: ANN001
+    chosen = case.picks[index]
+    key = f"{case.label}/{case.sizes[index]}/{chosen.algorithm}/{chosen.protocol}"
+    if topology is None and key in SIMULATED:
+        return SIMULATED[key]
+    value = simulate_pick(topology or case.topology, case.collective, case.sizes[index],
+                          case.gpus, chosen).busbw_GBps
+    if topology is None:
+        SIMULATED[key] = value
+    return value
+
+
+def source_stamp() -> str:
+    """A hash of the code and presets the figures depend on: the cache is kept while it holds."""
+    digest = hashlib.sha256()
+    for path in sorted([*(ROOT / "collsim").rglob("*.py"), *(ROOT / "topologies").glob("*.yaml"),
+                        MEASUREMENTS]):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def loo(spec: RunSpec, cache: dict) -> dict[int, float]:
+    """busbw of each size >= MIN_SIZE predicted by a fit on the other half of the sizes."""
+    out = {}
+    for half in (0, 1):
+        fit_rows = [r for i, r in enumerate(spec.rows) if i % 2 != half]
+        held = [r for i, r in enumerate(spec.rows) if i % 2 == half and
+                int(r["bytes"]) >= MIN_SIZE]
+        if len(fit_rows) < 3 or not held:
+            continue
+        key = f"{spec.run_id}/{half}/{spec.algorithm}"
+        if key not in cache:
+            cache[key] = calibrate([case_of(spec, fit_rows, spec.algorithm)]).factors
+        factors = cache[key]
+        case = case_of(spec, held, spec.algorithm)
+        topology = with_figures(case.topology, apply(case.topology.machine.nccl, factors))
+        for i, size in enumerate(case.sizes):
+            out[size] = busbw(case, i, topology)
+    return out
+
+
+def stats(errors: list[float]) -> str:
+    if not errors:
+        return f"{'-':>5} {'-':>6} {'-':>6}"
+    e = np.abs(errors)
+    return f"{len(e):>5} {100 * np.median(e):>5.1f}% {100 * np.percentile(e, 90):>5.1f}%"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-calibrate", action="store_true", help="skip (c)")
+    parser.add_argument("--max-ranks", type=int, default=8,
+                        help="leave-one-out fits only for runs of at most this many GPUs")
+    args = parser.parse_args()
+    started = time.time()
+    cache = json.loads(CACHE.read_text()) if CACHE.is_file() else {}
+    stamp = source_stamp()
+    if cache.get("_stamp") != stamp:
+        cache = {"_stamp": stamp, "sim": {}}
+    SIMULATED.update(cache["sim"])
+    runs, skipped = load_runs()
+    table: list[dict] = []
+    for spec in runs:
+        try:
+            auto = case_of(spec, spec.rows)
+            forced_case = case_of(spec, spec.rows, spec.algorithm) \
+                if spec.algorithm != "auto" else None
+        except InputError as exc:
+            skipped.append(f"{spec.run_id}: {exc}")
+            continue
+        calibrated = {}
+        if not args.no_calibrate and spec.nodes * spec.per_node <= args.max_ranks:
+            calibrated = loo(spec, cache)
+        factor = COLLECTIVES[spec.collective].busbw_factor(spec.nodes * spec.per_node)
+        for i, row in enumerate(spec.rows):
+            size = int(row["bytes"])
+            if size < MIN_SIZE:
+                continue
+            measured = size / row["time_s"] / 1e9 * factor
+            chosen = auto.picks[i]
+            record = {"machine": spec.preset, "run_id": spec.run_id, "size_bytes": size,
+                      "ranks": spec.nodes * spec.per_node, "collective": spec.collective,
+                      "measured_busbw": measured, "auto_busbw": busbw(auto, i),
+                      "auto_pick": f"{chosen.algorithm}/{chosen.protocol}",
+                      "forced": spec.algorithm if forced_case else "",
+                      "forced_busbw": busbw(forced_case, i) if forced_case else None,
+                      "calibrated_busbw": calibrated.get(size),
+                      "nccl_model_busbw": (size / chosen.model_time / 1e9 * factor
+                                           if chosen.model_time else None)}
+            table.append(record)
+        cache["sim"] = SIMULATED
+        CACHE.parent.mkdir(exist_ok=True)
+        CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
+        print(f"{spec.run_id:<34} {spec.preset:<20} {time.time() - started:6.1f} s",
+              file=sys.stderr)
+    scale = scale_up(runs, cache)
+    CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
+    write(table, skipped, scale, args.max_ranks)
+    print(f"{time.time() - started:.1f} s", file=sys.stderr)
+    return 0
+
+
+def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
+    """(e): each SCALE_UP pair's busbw error on sizes >= 1 MiB, preset and calibrated."""
+    by_id = {r.run_id: r for r in runs}
+    lines = []
+    for small, large in SCALE_UP:
+        fit_on, target = by_id[small], by_id[large]
+        preset = find_topology(target.preset)
+        fit_case = case_of(RunSpec(**{**fit_on.__dict__, "preset": target.preset}), fit_on.rows)
+        key = f"scale/{small}/{target.preset}"
+        if key not in cache:
+            cache[key] = calibrate([fit_case]).factors
+        held = [r for r in target.rows if int(r["bytes"]) >= MIN_SIZE]
+        case = case_of(target, held)
+        calibrated = with_figures(case.topology, apply(case.topology.machine.nccl, cache[key]))
+        factor = COLLECTIVES[target.collective].busbw_factor(target.nodes * target.per_node)
+        errors: dict[str, list[float]] = {"preset": [], "calibrated": []}
+        for i, row in enumerate(held):
+            measured = int(row["bytes"]) / row["time_s"] / 1e9 * factor
+            errors["preset"].append(busbw(case, i) / measured - 1)
+            errors["calibrated"].append(busbw(case, i, calibrated) / measured - 1)
+        lines.append(f"{small} -> {large} ({preset.stem}): preset {stats(errors['preset'])}, "
+                     f"calibrated on the smaller run {stats(errors['calibrated'])}")
+    return lines
+
+
+KINDS = (("auto", "auto_busbw"), ("forced", "forced_busbw"),
+         ("calibrated (LOO)", "calibrated_busbw"), ("NCCL model", "nccl_model_busbw"))
+
+
+def error(record: dict, column: str) -> float | None:
+    value = record[column]
+    return None if value is None else value / record["measured_busbw"] - 1
+
+
+def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: int) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    machines = sorted({r["machine"] for r in table})
+    head = f"{'machine':<20}" + "".join(f" | {name:>19}" for name, _ in KINDS)
+    sub = f"{'':<20}" + "".join(f" | {'rows':>5} {'median':>6} {'p90':>6}" for _ in KINDS)
+    lines = [head, sub]
+    for machine in [*machines, "all"]:
+        mine = [r for r in table if machine in ("all", r["machine"])]
+        cells = []
+        for _, column in KINDS:
+            errors = [e for r in mine if (e := error(r, column)) is not None]
+            cells.append(stats(errors))
+        lines.append(f"{machine:<20}" + "".join(f" | {c:>19}" for c in cells))
+    lines += ["", "scale-up (rows, median, p90 of |busbw error|, sizes >= 1 MiB):", *scale]
+    text = "\n".join(lines)
+    print(text)
+    notes = "\n".join(f"- {s}" for s in skipped)
+    (OUT / "table.md").write_text(
+        "# busbw error against published measurements (rows >= 1 MiB)\n\n"
+        "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
+        f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
+        "on a multi-node run takes minutes); `forced` where the source says what ran; "
+        "`python benchmarks/fidelity.py` (seconds with the cache of fits and simulations, "
+        "about 11 min without).\n\n"
+        f"```\n{text}\n```\n\nLeft out:\n\n{notes}\n")
+    columns = ["machine", "run_id", "collective", "ranks", "size_bytes", "measured_busbw",
+               "auto_pick", "auto_busbw", "auto_error", "forced", "forced_busbw",
+               "forced_error", "calibrated_busbw", "calibrated_error", "nccl_model_busbw",
+               "nccl_model_error"]
+    with (OUT / "rows.csv").open("w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(columns)
+        for r in table:
+            full = {**r, **{f"{k.split('_')[0]}_error" if k != "nccl_model_busbw" else
+                            "nccl_model_error": error(r, k) for _, k in KINDS}}
+            writer.writerow(["" if full.get(c) is None else
+                             (f"{full[c]:.4g}" if isinstance(full[c], float) else full[c])
+                             for c in columns])
+    figure(table)
+
+
+def figure(table: list[dict]) -> None:
+    import matplotlib.pyplot as plt
+
+    from collsim.output.style import save, size_axis, styled
+
+    runs = [r for r in dict.fromkeys(x["run_id"] for x in table)
+            if sum(x["run_id"] == r for x in table) >= 8][:6]
+    if not runs:
+        return
+    with styled():
+        columns = 3
+        rows = math.ceil(len(runs) / columns)
+        fig, axes = plt.subplots(rows, columns, figsize=(4.3 * columns, 3.2 * rows),
+                                 squeeze=False, layout="constrained")
+        for ax, run in zip(axes.flat, runs, strict=False):
+            mine = [x for x in table if x["run_id"] == run]
+            sizes = [x["size_bytes"] for x in mine]
+            ax.plot(sizes, [x["measured_busbw"] for x in mine], "ko", ms=3, label="measured")
+            ax.plot(sizes, [x["auto_busbw"] for x in mine], "-", label="preset, auto")
+            if any(x["calibrated_busbw"] for x in mine):
+                pts = [(x["size_bytes"], x["calibrated_busbw"]) for x in mine
+                       if x["calibrated_busbw"]]
+                ax.plot(*zip(*pts, strict=True), "--", label="calibrated (LOO)")
+            ax.plot(sizes, [x["nccl_model_busbw"] or float("nan") for x in mine], ":",
+                    label="NCCL's model")
+            size_axis(ax, sizes)
+            ax.set_title(f"{run}\n{mine[0]['machine']}, {mine[0]['ranks']} GPUs",
+                         fontsize=8)
+            ax.set_ylabel("busbw (GB/s)")
+        for ax in list(axes.flat)[len(runs):]:
+            ax.set_visible(False)
+        axes.flat[0].legend(fontsize=7)
+        save(fig, OUT, "busbw", ["png"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""A measured run on a preset: the preset shaped like the run (its node count; on a PCIe box
+its GPU count), the GPUs its ranks ran on, NCCL's pick for each size, and the measured times.
+The picks are NCCL's, from NCCL's own constants, so they do not move when the fit changes the
+machine's figures: each size keeps the algorithm and protocol the preset's ``auto`` gives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collsim.calibrate.predict import Pick, pick, runnable
+from collsim.errors import InputError
+from collsim.hardware.loader import load_topology
+from collsim.hardware.topology import Topology
+from collsim.nccl.names import algorithm_name, protocol_name
+from collsim.nccltests import Run, results_rows
+
+
+@dataclass
+class Case:
+    """One measured run, ready to simulate: ``label`` is ``file:line`` of the run."""
+
+    label: str
+    topology: Topology
+    gpus: list[int]
+    collective: str
+    sizes: list[int]
+    measured: list[float]  # s per call, out-of-place
+    picks: list[Pick]
+    nodes: int
+    gpus_per_node: int
+
+    @property
+    def ranks(self) -> int:
+        return len(self.gpus)
+
+
+def shape(preset: Path, nodes: int, gpus_per_node: int, overrides: dict[str, Any],
+          label: str) -> tuple[Topology, list[int]]:
+    """The preset loaded for ``nodes`` x ``gpus_per_node`` ranks, and the GPU of each rank
+    (node-major, the first ``gpus_per_node`` GPUs of each node)."""
+    base = load_topology(preset, overrides)
+    changes: dict[str, Any] = {}
+    if base.kind == "cluster":
+        if nodes != base.nodes:
+            changes["nodes"] = nodes
+    elif nodes > 1:
+        raise InputError(f"{label}: the log ran on {nodes} nodes, topology '{base.name}' is one "
+                         "node; calibrate with its cluster preset (e.g. h100-cluster)",
+                         key="--topology")
+    per_node = getattr(base, "gpus_per_node", base.gpus)
+    if gpus_per_node > per_node:
+        if base.kind != "cluster" and "gpus" not in overrides:
+            changes["gpus"] = gpus_per_node  # a PCIe box takes --set gpus=N
+        else:
+            raise InputError(f"{label}: the log has {gpus_per_node} GPUs per node, topology "
+                             f"'{base.name}' {per_node}", key="--topology")
+    topology = load_topology(preset, {**overrides, **changes}) if changes else base
+    per_node = getattr(topology, "gpus_per_node", topology.gpus)
+    gpus = [n * per_node + d for n in range(nodes) for d in range(gpus_per_node)]
+    return topology, gpus
+
+
+def case_from_run(run: Run, preset: Path, overrides: dict[str, Any] | None = None, *,
+                  algorithm: str = "auto", protocol: str | None = None,
+                  collective: str | None = None, ranks: int | None = None) -> Case:
+    """The run as a Case on ``preset`` (``algorithm``/``protocol`` as the run forced them)."""
+    label = f"{run.file}:{run.line}"
+    rows = [r for r in results_rows(run, collective=collective, ranks=ranks)
+            if r["time_s"] > 0]
+    if not rows:
+        raise InputError("the run has no timed rows of more than 0 bytes", file=run.file,
+                         line=run.line)
+    count = int(rows[0]["ranks"])
+    nodes = run.nodes or 1
+    per_node = run.gpus_per_node or (count // nodes if count % nodes == 0 else None)
+    if per_node is None or per_node * nodes != count:
+        raise InputError(f"cannot tell how {count} ranks sit on nodes (the log's '#  Rank' "
+                         "lines are incomplete)", file=run.file, line=run.line)
+    topology, gpus = shape(preset, nodes, per_node, dict(overrides or {}), label)
+    seen: dict[int, float] = {}
+    for r in rows:
+        seen.setdefault(int(r["size_bytes"]), float(r["time_s"]))
+    sizes = sorted(seen)
+    coll = str(rows[0]["collective"])
+    algorithm, protocol = _environment(run, coll, algorithm, protocol)
+    picks = [_logged(run, topology, coll, s, gpus) or pick(topology, coll, s, gpus, algorithm,
+                                                           protocol) for s in sizes]
+    return Case(label, topology, gpus, coll, sizes, [seen[s] for s in sizes], picks, nodes,
+                per_node)
+
+
+def _environment(run: Run, collective: str, algorithm: str, protocol: str | None
+                 ) -> tuple[str, str | None]:
+    """NCCL_ALGO / NCCL_PROTO of the log's command line or INFO lines, where they name one
+    algorithm (one collsim can run) or one protocol and the caller forced neither."""
+    env = run.hints.env
+    if algorithm == "auto" and "NCCL_ALGO" in env:
+        named = _one(env["NCCL_ALGO"], algorithm_name)
+        if named in runnable(collective):
+            algorithm = named
+    if protocol is None and "NCCL_PROTO" in env:
+        protocol = _one(env["NCCL_PROTO"], protocol_name)
+    return algorithm, protocol
+
+
+def _one(text: str, parse) -> str | None:  # noqa: ANN001
+    if "," in text or text.startswith("^"):
+        return None
+    try:
+        return parse(text)
+    except InputError:
+        return None
+
+
+def _logged(run: Run, topology: Topology, collective: str, size: int, gpus: list[int]
+            ) -> Pick | None:
+    """The algorithm and protocol NCCL logged for calls of ``size`` (NCCL_DEBUG=INFO), with
+    NCCL's channels for them; None where the log says nothing or names an algorithm collsim
+    has no program for."""
+    logged = run.hints.choice_for(size)
+    if logged is None:
+        return None
+    named = _one(logged[0], algorithm_name)
+    if named not in runnable(collective):
+        return None
+    return pick(topology, collective, size, gpus, named, logged[1])

@@ -1,0 +1,227 @@
+"""Least squares on log-error: the factors on a preset's figures (``figures.FIGURES``) that
+make simulated times match measured ones, by damped Gauss-Newton (Levenberg-Marquardt) on
+u = log(factor), bounded, with a finite-difference Jacobian of the simulation itself.
+
+Identifiability is read off the Jacobian at the preset: a figure no measured time moves by
+``SENSITIVITY`` per unit of u (one node says nothing about the network; a log without LL
+sizes says nothing about LL's latency) is undetermined, and so is one whose column is almost
+a combination of figures before it in the registry (``COLLINEAR``: on one rank count, the
+launch cost and a protocol's latency add up to one figure, which is then the launch cost).
+Undetermined figures keep the preset's value."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from collsim.calibrate.cases import Case
+from collsim.calibrate.figures import FIGURES, _launch, apply
+from collsim.calibrate.predict import simulate_pick, with_figures
+from collsim.hardware.machine import NcclFigures
+
+SENSITIVITY = 0.05   # d log(time) / d log(factor) some point must reach
+COLLINEAR = 0.3      # share of a column left after projecting out the figures before it
+STEP = 0.03          # finite-difference step in u, taken downwards (see ``jacobian``)
+MAX_ITERATIONS = 12
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """One figure's outcome: the preset's value, the fitted one, and whether the logs
+    determine it (if not, ``value`` is the preset's and ``why`` says what is missing)."""
+
+    name: str
+    preset: float | None
+    value: float | None
+    factor: float
+    determined: bool
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class CaseError:
+    """The fit's error on one log: median and 90th percentile of |simulated/measured - 1|."""
+
+    label: str
+    before_median: float
+    before_p90: float
+    after_median: float
+    after_p90: float
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The fit: each figure's outcome, the fitted NCCL figures of the preset, and the error
+    per log before and after."""
+
+    figures: tuple[Fitted, ...]
+    nccl: NcclFigures
+    errors: tuple[CaseError, ...]
+    iterations: int
+
+    @property
+    def factors(self) -> dict[str, float]:
+        return {f.name: f.factor for f in self.figures if f.determined}
+
+
+class Model:
+    """Simulated times of every case's sizes as a function of the factors, cached."""
+
+    def __init__(self, cases: Sequence[Case], names: Sequence[str]) -> None:
+        self.cases, self.names = list(cases), list(names)
+        self.cache: dict[tuple, np.ndarray] = {}
+        self.measured = np.log([t for c in cases for t in c.measured])
+
+    def times(self, u: np.ndarray) -> np.ndarray:
+        """Simulated seconds per point, in case order, at factors exp(u). The launch cost is
+        paid before any rank starts, so it is added, not simulated."""
+        factors = dict(zip(self.names, np.exp(u), strict=True))
+        launch = factors.pop("launch", 1.0)
+        key = tuple(sorted((n, round(float(f), 12)) for n, f in factors.items()))
+        if key not in self.cache:
+            out = []
+            for case in self.cases:
+                topology = with_figures(case.topology, apply(case.topology.machine.nccl,
+                                                             factors))
+                out += [simulate_pick(topology, case.collective, size, case.gpus, p).time_s
+                        for size, p in zip(case.sizes, case.picks, strict=True)]
+            self.cache[key] = np.array(out)
+        extra = [(launch - 1.0) * launch_of(c) for c in self.cases for _ in c.sizes]
+        return self.cache[key] + np.array(extra)
+
+    def residuals(self, u: np.ndarray) -> np.ndarray:
+        return np.log(self.times(u)) - self.measured
+
+    def jacobian(self, u: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """d residual / d u by steps downwards (upwards at the lower bound): raising one
+        class's bandwidth may change nothing while another class binds as tightly, lowering
+        it shows that the time depends on it."""
+        base = self.residuals(u)
+        columns = []
+        for j in range(len(u)):
+            step = -STEP if u[j] - STEP >= low[j] else STEP
+            moved = u.copy()
+            moved[j] += step
+            columns.append((self.residuals(moved) - base) / step)
+        return np.array(columns).T
+
+
+def launch_of(case: Case) -> float:
+    """The launch cost the case's preset declares (as the fit's factor 1 means it)."""
+    return _launch(case.topology.machine.nccl)
+
+
+def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
+    """Why each undetermined figure is undetermined ({} if all are determined)."""
+    why: dict[str, str] = {}
+    sensitivity = np.abs(jacobian).max(axis=0) if jacobian.size else np.zeros(len(names))
+    accepted: list[np.ndarray] = []
+    for j in range(len(names)):  # registry order: on a tie the physical cause goes first
+        name = names[j]
+        if sensitivity[j] < SENSITIVITY:
+            why[name] = "no measured time depends on it"
+            continue
+        column = jacobian[:, j].copy()
+        for basis in accepted:
+            column -= basis * (basis @ column)
+        if np.linalg.norm(column) < COLLINEAR * np.linalg.norm(jacobian[:, j]):
+            why[name] = "the logs cannot tell it apart from the figures before it"
+            continue
+        accepted.append(column / np.linalg.norm(column))
+    return why
+
+
+def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None) -> Calibration:
+    """Fit the figures ``names`` (default: every one of ``FIGURES``) to ``cases``."""
+    names = [f.name for f in FIGURES] if names is None else list(names)
+    figures = cases[0].topology.machine.nccl
+    by_name = {f.name: f for f in FIGURES}
+    bounds = [by_name[n].bounds(figures) for n in names]
+    low = np.log([max(b[0], 1e-12) for b in bounds])
+    high = np.log([b[1] for b in bounds])
+    model = Model(cases, names)
+    u0 = np.zeros(len(names))
+    jacobian = model.jacobian(u0, low, high)
+    why = identifiable(jacobian, names)
+    free = [n for n in names if n not in why]
+    index = [names.index(n) for n in free]
+    fitted = Model(cases, free)
+    fitted.cache = {tuple(sorted((n, 1.0) for n in free if n != "launch")):
+                    model.times(u0)} if free else {}
+    fitted_u, iterations = _levenberg_marquardt(fitted if free else None, low[index],
+                                                high[index], jacobian[:, index])
+    factors = dict(zip(free, np.exp(fitted_u), strict=True))
+    nccl = apply(figures, factors)
+    outcome = []
+    for n in names:
+        figure = by_name[n]
+        before, after = figure.value(figures), figure.value(nccl)
+        if n not in why and n.startswith("latency."):
+            before, after = 1.0, factors[n]
+        outcome.append(Fitted(n, before, after, factors.get(n, 1.0), n not in why,
+                              why.get(n, "")))
+    final = fitted.times(fitted_u) if free else model.times(u0)
+    return Calibration(tuple(outcome), nccl, _errors(cases, model.times(u0), final), iterations)
+
+
+def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
+                         jacobian: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Damped Gauss-Newton within bounds. The Jacobian is computed once by differences and
+    then kept up to date by Broyden's rank-one updates (each simulation of every point costs
+    the same as one column); it is recomputed only when a step fails to lower the cost."""
+    if model is None:
+        return np.zeros(0), 0
+    u = np.zeros(len(low))
+    r = model.residuals(u)
+    cost, damping, iterations = float(r @ r), 1e-3, 0
+    fresh = jacobian is None
+    if jacobian is None:
+        jacobian = model.jacobian(u, low, high)
+    for iterations in range(1, MAX_ITERATIONS + 1):  # noqa: B007 (returned)
+        gradient = jacobian.T @ r
+        normal = jacobian.T @ jacobian
+        improved = False
+        for _ in range(6):
+            lhs = normal + damping * np.diag(np.diag(normal) + 1e-9)
+            step = np.linalg.lstsq(lhs, -gradient, rcond=None)[0]
+            trial = np.clip(u + step, low, high)
+            r_trial = model.residuals(trial)
+            cost_trial = float(r_trial @ r_trial)
+            if cost_trial < cost:
+                improved = True
+                break
+            damping *= 5
+        if not improved:
+            if fresh:
+                break
+            jacobian, fresh, damping = model.jacobian(u, low, high), True, 1e-3
+            continue
+        moved = trial - u
+        if moved @ moved > 0:
+            jacobian = jacobian + np.outer(r_trial - r - jacobian @ moved, moved) / (moved @ moved)
+        gain = cost - cost_trial
+        u, r, cost, fresh = trial, r_trial, cost_trial, False
+        damping = max(damping / 5, 1e-7)
+        if gain < 1e-5 * max(cost, 1e-12) or np.abs(moved).max() < 1e-4:
+            break
+    return u, iterations
+
+
+def _errors(cases: Sequence[Case], before: np.ndarray, after: np.ndarray) -> tuple[CaseError, ...]:
+    out, at = [], 0
+    for case in cases:
+        n = len(case.sizes)
+        measured = np.array(case.measured)
+        b = np.abs(before[at:at + n] / measured - 1)
+        a = np.abs(after[at:at + n] / measured - 1)
+        out.append(CaseError(case.label, float(np.median(b)), _p90(b), float(np.median(a)),
+                             _p90(a)))
+        at += n
+    return tuple(out)
+
+
+def _p90(values: np.ndarray) -> float:
+    return float(np.percentile(values, 90)) if len(values) else math.nan

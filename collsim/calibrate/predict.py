@@ -1,0 +1,127 @@
+"""The one place calibration asks the simulator for a time: NCCL's pick (algorithm, protocol,
+channels) for a call, simulated as ``collsim estimate --algorithm auto`` runs it
+(:mod:`collsim.nccl.call`: the machine's cost model for that protocol).
+
+The pick is made once per call and kept (:class:`Pick`), so a fit can change the machine's
+figures and simulate the same algorithm, protocol and channels again: NCCL chooses from its
+own constants, not from what the machine really reaches. A named algorithm keeps NCCL's
+choice of protocol and channels within it. ``figures`` replaces the topology's NCCL
+declarations without reloading the file (the fit evaluates many)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from collsim.algorithms.registry import REGISTRY
+from collsim.collectives import COLLECTIVES
+from collsim.errors import InputError
+from collsim.hardware.machine import NcclFigures
+from collsim.hardware.topology import Topology
+from collsim.nccl.adapter import nccl_system
+from collsim.nccl.call import (
+    auto_choice,
+    is_nccl,
+    nccl_defaults,
+    registered_nccl,
+    takes_channels,
+)
+from collsim.nccl.choice import choose
+from collsim.nccl.names import MODELLED_COLLECTIVES, PROTOCOLS
+from collsim.simulate import simulate
+
+P2P = ("nccl_p2p", "direct")  # what runs a collective NCCL has no algorithm for, in order
+
+
+@dataclass(frozen=True)
+class Pick:
+    """What runs for one call: collsim's algorithm name, NCCL's protocol, channels (None when
+    NCCL's tuner has no say), and NCCL's own model time of it (s, None likewise)."""
+
+    algorithm: str
+    protocol: str
+    channels: int | None
+    model_time: float | None = None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One simulated call: its time (s), bandwidths (GB/s) and what ran."""
+
+    collective: str
+    ranks: int
+    size_bytes: int
+    time_s: float
+    algbw_GBps: float
+    busbw_GBps: float
+    pick: Pick
+
+
+def runnable(collective: str) -> tuple[str, ...]:
+    """NCCL's algorithms collsim has a program for, for ``collective``."""
+    return tuple(registered_nccl(collective))
+
+
+def pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
+         algorithm: str = "auto", protocol: str | None = None) -> Pick:
+    """NCCL's pick for the call on ``gpus``; ``algorithm``/``protocol`` restrict it as
+    NCCL_ALGO/NCCL_PROTO do. Bad names are InputErrors naming ``algorithm``/``protocol``."""
+    algorithms = runnable(collective)
+    if algorithm != "auto" and algorithm not in algorithms:
+        raise InputError(f"collsim has no NCCL algorithm {algorithm!r} for {collective}; "
+                         f"choose auto or one of {', '.join(algorithms)}", key="algorithm")
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise InputError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}",
+                         key="protocol")
+    if len(gpus) > 1 and collective in MODELLED_COLLECTIVES:
+        choice = choose(nccl_system(topology, gpus), collective, size,
+                        algorithms=set(algorithms if algorithm == "auto" else (algorithm,)),
+                        protocols=None if protocol is None else {protocol})
+        if choice is not None:
+            return Pick(choice.algorithm, choice.protocol, choice.channels, choice.time)
+    if not algorithms:  # alltoall: NCCL's grouped send/receive, under Simple's costs
+        fallback = next(name for name in P2P if (collective, name) in REGISTRY)
+        return Pick(fallback, "Simple", None)
+    if algorithm == "auto" and protocol is None:
+        chosen = auto_choice(topology, collective, gpus, size)
+        return Pick(chosen.algorithm, chosen.protocol, chosen.channels)
+    named = algorithms[0] if algorithm == "auto" else algorithm
+    picked, channels = nccl_defaults(topology, collective, named, gpus, size, protocol)
+    return Pick(named, picked, channels)
+
+
+def with_figures(topology: Topology, figures: NcclFigures | None) -> Topology:
+    """A shallow copy of ``topology`` whose NCCL declarations are ``figures`` (None: as is)."""
+    if figures is None:
+        return topology
+    copied = copy.copy(topology)
+    copied.machine = dataclasses.replace(topology.machine, nccl=figures)
+    return copied
+
+
+def simulate_pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
+                  chosen: Pick) -> Prediction:
+    """Simulate ``chosen`` for the call on ``gpus`` under the machine's cost model."""
+    params: dict = {"placement": list(gpus)}
+    if is_nccl(chosen.algorithm):
+        params["protocol"] = chosen.protocol
+    if chosen.channels is not None and takes_channels(collective, chosen.algorithm):
+        params["channels"] = chosen.channels
+    result = simulate(topology, collective, chosen.algorithm, len(gpus), size, params)
+    return Prediction(collective, len(gpus), size, result.time_s, result.algbw_GBps,
+                      result.busbw_GBps, chosen)
+
+
+def predict(topology: Topology, collective: str, ranks: int, size: int,
+            algorithm: str = "auto", *, protocol: str | None = None,
+            gpus: Sequence[int] | None = None) -> Prediction:
+    """What nccl-tests would print for one call on ``topology``: NCCL's pick (``auto``, or
+    restricted to ``algorithm``/``protocol``), simulated. ``gpus`` places the ranks (default:
+    the first ``ranks`` GPUs)."""
+    if collective not in COLLECTIVES:
+        raise InputError(f"unknown collective {collective!r}", key="collective")
+    placed = list(range(ranks)) if gpus is None else list(gpus)
+    chosen = pick(topology, collective, size, placed, algorithm, protocol)
+    return simulate_pick(topology, collective, size, placed, chosen)
