@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from collsim.algorithms.nccl.channels import ring_chunk_bytes
 from collsim.cli import main
 from collsim.engine.costs import IDEAL
 from collsim.errors import InputError
@@ -63,7 +64,10 @@ def test_the_protocol_changes_the_time_in_the_right_direction():
 def test_nccl_algorithms_run_under_their_protocols_cost_model():
     for protocol in ("LL", "LL128", "Simple"):
         model = cost_model(DGX, "ring", protocol, range(8))
-        given = simulate(DGX, "allreduce", "ring", 8, 4 * MiB, {"channels": 4}, model)
+        # the protocol sets the ring's cost model and its loop chunk
+        chunk = ring_chunk_bytes("allreduce", protocol)
+        given = simulate(DGX, "allreduce", "ring", 8, 4 * MiB,
+                         {"channels": 4, "chunk_size": chunk}, model)
         planned = simulate(DGX, "allreduce", "ring", 8, 4 * MiB,
                            {"channels": 4, "protocol": protocol})
         assert planned.time_s == given.time_s

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from collsim.algorithms.nccl.channels import LOOPED, ring_chunk_bytes
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
@@ -90,6 +91,10 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
             channels = picked_channels
     if has_channels:
         params["channels"] = channels
+    if algorithm == "ring" and collective in LOOPED and costs is None:
+        # NCCL's ring runs loops of one chunk per rank and channel, the chunk set by the
+        # protocol (ring_chunk_bytes); a caller's cost model has no protocol: one loop.
+        params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
     model = cost_model(topology, algorithm, protocol, gpus)
     return Plan(params, model if costs is None else costs, None if costs is not None else protocol,
                 channels if has_channels else None)

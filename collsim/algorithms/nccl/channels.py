@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from collsim.nccl.constants import BUFFER_BYTES, NCCL_STEPS
+from collsim.nccl.constants import BUFFER_BYTES, CHUNK_STEPS, DATA_BYTES_PER_LINE, NCCL_STEPS
 from collsim.nccl.layout import Lanes, Layout, layout_of, machine_layout
 from collsim.program import Job, Parallel, Program, span
 from collsim.tags import TAGS, Tags
@@ -15,6 +15,28 @@ from collsim.tags import TAGS, Tags
 # A Simple-protocol step: the buffer (DEFAULT_BUFFSIZE) over its NCCL_STEPS slots, 512 KiB;
 # NCCL's chunk for Tree, Broadcast and Reduce with Simple (notes §3.2).
 SIMPLE_STEP_BYTES = BUFFER_BYTES[2] // NCCL_STEPS
+LOOPED = ("allreduce", "allgather", "reducescatter")  # ring programs that run in loops
+
+
+def ring_chunk_bytes(collective: str, protocol: str) -> int:
+    """The data bytes one channel moves per rank and ring step of one loop of NCCL's ring
+    (``runRing``'s chunkSize: ``Proto::calcBytePerStep()`` times CHUNKSTEPS with Simple, one
+    step with LL and LL128; src/device/all_reduce.h, all_gather.h, reduce_scatter.h, notes
+    §3.2): Simple 2 MiB, LL128 576,000 B, LL 32 KiB."""
+    from collsim.nccl.names import PROTOCOLS
+
+    p = PROTOCOLS.index(protocol)
+    data, wire = DATA_BYTES_PER_LINE[p]
+    step = BUFFER_BYTES[p] // NCCL_STEPS * data // wire
+    return step * (CHUNK_STEPS[collective][0] if protocol == "Simple" else 1)
+
+
+def ring_loops(count: int, weight: int, nranks: int, chunk_elements: int | None) -> int:
+    """How many loops NCCL's ring runs over a lane's ``count`` elements (``weight``
+    channels): its loop covers ``nranks`` chunks per channel; one loop without a chunk."""
+    if chunk_elements is None or count <= 0:
+        return 1
+    return max(1, -(-count // (weight * nranks * chunk_elements)))
 
 
 def channel_count(job: Job) -> int:

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
+from itertools import chain
+
+import numpy as np
 
 from collsim.algorithms.chain import CHAIN_TEXT, chain_steps
 from collsim.algorithms.nccl.channels import (
@@ -28,6 +31,7 @@ from collsim.algorithms.nccl.channels import (
     lane_tags,
     lanes_and_layout,
     prepare,
+    ring_loops,
     side_by_side,
 )
 from collsim.algorithms.registry import Cost, register
@@ -44,9 +48,10 @@ from collsim.algorithms.ring import (
 from collsim.engine.lockstep import Exchange
 from collsim.nccl.layout import Lanes, Layout
 from collsim.program import Job, Program, block, span
+from collsim.tags import Tags
 
 NCCL_SOURCE = "NCCL src/device/all_reduce.h runRing, src/graph/connect.cc (notes §2.5, §3.3, §3.7)"
-PARAMS = ("channels",)
+PARAMS = ("channels", "chunk_size")
 
 
 def _ring_lanes(layout: Layout) -> Lanes:
@@ -56,21 +61,34 @@ def _ring_lanes(layout: Layout) -> Lanes:
 PREPARE = prepare(_ring_lanes)
 
 
+def _chunk(job: Job) -> int | None:
+    """The loop chunk in elements per channel and rank (``chunk_size``), or None: one loop."""
+    return job.chunk_elements() if "chunk_size" in job.params else None
+
+
+def _loop_tags(tags: Tags, loop: int, loops: int) -> Tags:
+    return tags if loops == 1 else tags.part(loop, loops)
+
+
 def _allreduce_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int,
                     lane: int) -> Program:
     ring = layout.channels[lanes.channels[lane][0]].ring
     offset, count = lane_region(job, channels, lanes, lane)
-    p = job.nranks
-    if offset == 0 and count == job.count:
-        blocks = None  # the whole buffer: the textbook ring's own blocks
-
-    else:
-        def blocks(b: int) -> tuple[int, int]:
-            start, length = block(count, p, b)
-            return offset + start, length
-    tags = lane_tags(lanes, lane)
-    yield from ring_reducescatter_steps(rank, job, tags.phase(0), ring, blocks, lane)
-    yield from ring_allgather_steps(rank, job, tags.phase(1), ring, blocks, lane)
+    p, weight = job.nranks, lanes.weights[lane]
+    loops = ring_loops(count, weight, p, _chunk(job))
+    per_loop = -(-count // loops) if loops == 1 else weight * p * _chunk(job)
+    for loop in range(loops):
+        start = offset + loop * per_loop
+        length = min(per_loop, offset + count - start)
+        if start == 0 and length == job.count:
+            blocks = None  # the whole buffer: the textbook ring's own blocks
+        else:
+            def blocks(b: int, start: int = start, length: int = length) -> tuple[int, int]:
+                inner, piece = block(length, p, b)
+                return start + inner, piece
+        tags = _loop_tags(lane_tags(lanes, lane), loop, loops)
+        yield from ring_reducescatter_steps(rank, job, tags.phase(0), ring, blocks, lane)
+        yield from ring_allgather_steps(rank, job, tags.phase(1), ring, blocks, lane)
 
 
 def _one_lane(job: Job) -> tuple[tuple[int, ...], int, Lanes] | None:
@@ -83,18 +101,30 @@ def _one_lane(job: Job) -> tuple[tuple[int, ...], int, Lanes] | None:
 
 
 def _allreduce_exchanges(job: Job) -> Iterator[Exchange] | None:
-    """The one-lane ring allreduce as whole steps (:mod:`collsim.engine.lockstep`)."""
+    """The one-lane ring allreduce as whole steps (:mod:`collsim.engine.lockstep`), loop
+    after loop."""
     one = _one_lane(job)
     if one is None:
         return None
     ring, channels, lanes = one
     p = job.nranks
     _, count = lane_region(job, channels, lanes, 0)
-    return ring_exchanges(ring, block_lengths(count, p), p - 1, p - 1)
+    loops = ring_loops(count, lanes.weights[0], p, _chunk(job))
+    if loops == 1:
+        return ring_exchanges(ring, block_lengths(count, p), p - 1, p - 1)
+    per_loop = lanes.weights[0] * p * _chunk(job)
+    return chain.from_iterable(
+        ring_exchanges(ring, block_lengths(min(per_loop, count - loop * per_loop), p),
+                       p - 1, p - 1) for loop in range(loops))
+
+
+def _loop_lengths(lengths: np.ndarray, per_block: int, loop: int) -> np.ndarray:
+    """Each block's part in loop ``loop`` when a loop takes ``per_block`` of every block."""
+    return np.clip(lengths - loop * per_block, 0, per_block)
 
 
 def _blockwise_exchanges(job: Job, reduce: bool) -> Iterator[Exchange] | None:
-    """The one-lane ring allgather or reduce-scatter as whole steps."""
+    """The one-lane ring allgather or reduce-scatter as whole steps, loop after loop."""
     one = _one_lane(job)
     if one is None:
         return None
@@ -103,23 +133,61 @@ def _blockwise_exchanges(job: Job, reduce: bool) -> Iterator[Exchange] | None:
         return None
     p = job.nranks
     steps = (p - 1, 0) if reduce else (0, p - 1)
-    return ring_exchanges(ring, block_lengths(job.count, p), *steps)
+    lengths = block_lengths(job.count, p)
+    chunk = _chunk(job)
+    loops = ring_loops(int(lengths.max(initial=0)) * p, channels, p, chunk)
+    if loops == 1:
+        return ring_exchanges(ring, lengths, *steps)
+    per_block = channels * chunk
+    return chain.from_iterable(
+        ring_exchanges(ring, _loop_lengths(lengths, per_block, loop), *steps)
+        for loop in range(loops))
 
 
 def _blockwise_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int,
                     lane: int, reduce: bool) -> Program:
-    """The lane's piece of every rank's block, for allgather and reduce-scatter."""
+    """The lane's piece of every rank's block, for allgather and reduce-scatter, loop after
+    loop: a loop takes ``chunk_size`` per channel of every block's piece."""
     ring = layout.channels[lanes.channels[lane][0]].ring
     p, first, weight = job.nranks, lanes.first_block(lane), lanes.weights[lane]
-    if weight == channels:
-        blocks = None
-    else:
-        def blocks(b: int) -> tuple[int, int]:
-            start, length = block(job.count, p, b)
-            inner, piece = span(length, channels, first, weight)
-            return start + inner, piece
+    chunk = _chunk(job)
+    widest = span(block(job.count, p, 0)[1], channels, first, weight)[1]
+    loops = ring_loops(widest * p, weight, p, chunk)
     steps = ring_reducescatter_steps if reduce else ring_allgather_steps
-    yield from steps(rank, job, lane_tags(lanes, lane), ring, blocks, lane)
+    for loop in range(loops):
+        if weight == channels and loops == 1:
+            blocks = None
+        else:
+            def blocks(b: int, loop: int = loop) -> tuple[int, int]:
+                start, length = block(job.count, p, b)
+                inner, piece = span(length, channels, first, weight)
+                if loops == 1:
+                    return start + inner, piece
+                taken = loop * weight * chunk
+                return start + inner + min(taken, piece), \
+                    max(0, min(weight * chunk, piece - taken))
+        yield from steps(rank, job, _loop_tags(lane_tags(lanes, lane), loop, loops), ring,
+                         blocks, lane)
+
+
+def _loops(c: Cost) -> int:
+    """NCCL's ring loops for the closed forms: ⌈n / (channels·p·chunk_size)⌉, 1 without
+    ``chunk_size``."""
+    if "chunk_size" not in c.params or c.p < 2:
+        return 1
+    chunk = int(c.params["chunk_size"]) * int(c.params.get("channels", 1)) * c.p
+    return max(1, -(-int(c.n) // chunk))
+
+
+def _looped(form, steps: int):  # noqa: ANN001, ANN202
+    """``form`` with its ``steps``·(p-1) latencies charged once per loop."""
+    def cost(c: Cost) -> float:
+        return form(c) + (_loops(c) - 1) * steps * (c.p - 1) * c.alpha
+    cost.__doc__ = form.__doc__
+    return cost
+
+
+LOOP_TEXT = "L = ⌈n/(channels·p·chunk)⌉ loops (NCCL's ring loop; L = 1 without chunk_size): "
 
 
 def _lanes(job: Job) -> tuple[int, Layout, Lanes]:
@@ -128,8 +196,8 @@ def _lanes(job: Job) -> tuple[int, Layout, Lanes]:
 
 @register(
     "allreduce", "ring",
-    formula="2(p-1)·α + 2(p-1)/p·n·β + (p-1)/p·n·γ (any number of channels)",
-    cost=ring_allreduce_cost,
+    formula=LOOP_TEXT + "2(p-1)·L·α + 2(p-1)/p·n·β + (p-1)/p·n·γ (any number of channels)",
+    cost=_looped(ring_allreduce_cost, 2),
     source=f"{RING_SOURCE}; {NCCL_SOURCE}",
     summary="NCCL's ring: per channel, ring reduce-scatter then ring allgather of its piece",
     params=PARAMS,
@@ -147,8 +215,8 @@ nccl_ring_allreduce.lockstep = _allreduce_exchanges  # type: ignore[attr-defined
 
 @register(
     "allgather", "ring",
-    formula="(p-1)·α + (p-1)/p·n·β (any number of channels)",
-    cost=ring_allgather_cost,
+    formula=LOOP_TEXT + "(p-1)·L·α + (p-1)/p·n·β (any number of channels)",
+    cost=_looped(ring_allgather_cost, 1),
     source=f"{RING_SOURCE}; {NCCL_SOURCE}",
     summary="NCCL's ring: per channel, its piece of every block travels p-1 hops",
     params=PARAMS,
@@ -166,8 +234,8 @@ nccl_ring_allgather.lockstep = partial(_blockwise_exchanges, reduce=False)  # ty
 
 @register(
     "reducescatter", "ring",
-    formula="(p-1)·α + (p-1)/p·n·(β + γ) (any number of channels)",
-    cost=ring_reducescatter_cost,
+    formula=LOOP_TEXT + "(p-1)·L·α + (p-1)/p·n·(β + γ) (any number of channels)",
+    cost=_looped(ring_reducescatter_cost, 1),
     source=f"{RING_SOURCE}; {NCCL_SOURCE}",
     summary="NCCL's ring: per channel, its piece of every block is combined p-1 hops",
     params=PARAMS,
