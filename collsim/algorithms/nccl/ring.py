@@ -4,16 +4,20 @@ nodes through its own NIC), identical channels merged into lanes.
 
 The buffer is cut into one contiguous piece per channel (on element boundaries; a piece may
 be empty); allgather and reduce-scatter cut every rank's block that way instead, as NCCL
-does. Each channel runs the textbook ring over its piece in one loop: 2(p-1) steps for
-allreduce, p-1 for allgather and reduce-scatter, so the per-step latency is charged as
-NCCL's model charges it (NCCL pipelines loops of ``nRanks`` chunks; the loops are not
-simulated). Broadcast and reduce are NCCL's ring pipelines from and to the root
+does. Each channel runs the textbook ring over its piece in loops, as NCCL's ``runRing``
+does: a loop takes ``chunk_size`` per rank of the channel's piece (of each block's piece for
+allgather and reduce-scatter) and is a whole ring of 2(p-1) steps (allreduce) or p-1, so a
+call pays its step latency once per loop and ring step. ``chunk_size`` is the protocol's ring
+chunk under NCCL's cost models (:func:`~collsim.algorithms.nccl.channels.ring_chunk_bytes`,
+set by :func:`collsim.nccl.call.plan`); without it the ring runs one loop (the canonical
+kinds). Broadcast and reduce are NCCL's ring pipelines from and to the root
 (``PipelineFrom``/``PipelineTo``): chunks of ``chunk_size`` per channel (NCCL's Simple step,
 512 KiB, by default) along the ring from the root, or along it to the root.
 
 With one channel, or on one node where every channel is the same ring and all merge into
-one lane, this is exactly the textbook ring on ``job.ring_order()`` (same transfers, same
-times), so the closed forms below hold on the canonical kinds for any channel count.
+one lane, one loop is exactly the textbook ring on ``job.ring_order()`` (same transfers, same
+times), so the closed forms below hold on the canonical kinds for any channel count (and
+with L loops: L times the latency terms).
 """
 
 from __future__ import annotations
