@@ -100,13 +100,13 @@ def test_unservable_points_are_skipped_with_a_note(monkeypatch):
 
 
 def test_parameters_apply_only_to_algorithms_that_take_them():
-    text = BASE.replace("[ring, binomial]", "[ring, double_binary_tree]") + \
+    text = BASE.replace("[ring, binomial]", "[binomial, double_binary_tree]") + \
         "  param: {chunk_size: [64KiB, 256KiB]}\n"
     points = expand(scenario(text)).points
-    ring = [p for p in points if p.algorithm == "ring"]
+    binomial = [p for p in points if p.algorithm == "binomial"]
     tree = [p for p in points if p.algorithm == "double_binary_tree"]
-    assert len(tree) == 2 * len(ring)
-    assert all(p.params == () for p in ring)
+    assert len(tree) == 2 * len(binomial)
+    assert all(p.params == () for p in binomial)
     assert {p.params for p in tree} == {(("chunk_size", "64KiB"),), (("chunk_size", "256KiB"),)}
 
 
