@@ -61,7 +61,7 @@ class RunSpec:
     collective: str
     algorithm: str            # auto, or what the run forced
     rows: list[dict]          # every timed size of the run, one placement
-    note: str = ""
+    network: str = ""         # a network no preset describes (undescribed_network)
 
 
 def preset_of(row: dict) -> tuple[str, dict] | None:
@@ -100,6 +100,20 @@ def measured_time(row: dict) -> float | None:
     return int(row["bytes"]) * factor / busbw / 1e9
 
 
+def undescribed_network(row: dict) -> str:
+    """The network of a multi-node run when no preset describes it (AWS EFA, GCP's
+    GPUDirect-TCPXO, TCP sockets), else ''. Those rows stay in the table; the line
+    'described' leaves them out."""
+    if int(row["nodes"]) < 2:
+        return ""
+    text = f"{row['fabric']} {row['notes']}"
+    for marker, name in (("EFA", "AWS EFA"), ("TCPXO", "GCP GPUDirect-TCPXO"),
+                         ("TCP sockets", "TCP sockets")):
+        if marker in text:
+            return name
+    return ""
+
+
 def load_runs() -> tuple[list[RunSpec], list[str]]:
     by_run: dict[str, list[dict]] = defaultdict(list)
     with MEASUREMENTS.open() as f:
@@ -133,7 +147,8 @@ def load_runs() -> tuple[list[RunSpec], list[str]]:
             continue
         runs.append(RunSpec(run_id, mapped[0], mapped[1], int(first["nodes"]),
                             int(first["gpus_per_node"]), first["collective"],
-                            forced(first["algo_proto"]), [timed[s] for s in sorted(timed)]))
+                            forced(first["algo_proto"]), [timed[s] for s in sorted(timed)],
+                            undescribed_network(first)))
     return runs, skipped
 
 
@@ -230,7 +245,8 @@ def main() -> int:
                 continue
             measured = size / row["time_s"] / 1e9 * factor
             chosen = auto.picks[i]
-            record = {"machine": spec.preset, "run_id": spec.run_id, "size_bytes": size,
+            record = {"machine": spec.preset, "run_id": spec.run_id, "network": spec.network,
+                      "size_bytes": size,
                       "ranks": spec.nodes * spec.per_node, "collective": spec.collective,
                       "measured_busbw": measured, "auto_busbw": busbw(auto, i),
                       "auto_pick": f"{chosen.algorithm}/{chosen.protocol}",
@@ -292,8 +308,9 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
     head = f"{'machine':<20}" + "".join(f" | {name:>19}" for name, _ in KINDS)
     sub = f"{'':<20}" + "".join(f" | {'rows':>5} {'median':>6} {'p90':>6}" for _ in KINDS)
     lines = [head, sub]
-    for machine in [*machines, "all"]:
-        mine = [r for r in table if machine in ("all", r["machine"])]
+    for machine in [*machines, "all", "described"]:
+        mine = [r for r in table if machine in ("all", r["machine"])
+                or (machine == "described" and not r["network"])]
         cells = []
         for _, column in KINDS:
             errors = [e for r in mine if (e := error(r, column)) is not None]
@@ -303,14 +320,22 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
     text = "\n".join(lines)
     print(text)
     notes = "\n".join(f"- {s}" for s in skipped)
+    undescribed = sorted({(r["network"], r["run_id"], r["machine"]) for r in table
+                          if r["network"]})
+    networks = "\n".join(f"- {run} ({machine}): {network}, "
+                         f"{sum(r['run_id'] == run for r in table)} rows"
+                         for network, run, machine in undescribed)
     (OUT / "table.md").write_text(
         "# busbw error against published measurements (rows >= 1 MiB)\n\n"
         "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
         f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
         "on a multi-node run takes minutes); `forced` where the source says what ran; "
         "`python benchmarks/fidelity.py` (seconds with the cache of fits and simulations, "
-        "about 11 min without).\n\n"
-        f"```\n{text}\n```\n\nLeft out:\n\n{notes}\n")
+        "about 11 min without). `described` is `all` without the rows on networks no "
+        "preset describes (listed below; they stay in their machine's line and in `all`)."
+        "\n\n"
+        f"```\n{text}\n```\n\nOn networks no preset describes:\n\n{networks}\n\n"
+        f"Left out:\n\n{notes}\n")
     columns = ["machine", "run_id", "collective", "ranks", "size_bytes", "measured_busbw",
                "auto_pick", "auto_busbw", "auto_error", "forced", "forced_busbw",
                "forced_error", "calibrated_busbw", "calibrated_error", "nccl_model_busbw",
