@@ -331,7 +331,7 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
         f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
         "on a multi-node run takes minutes); `forced` where the source says what ran; "
         "`python benchmarks/fidelity.py` (seconds with the cache of fits and simulations, "
-        "about 11 min without). `described` is `all` without the rows on networks no "
+        "a few minutes without). `described` is `all` without the rows on networks no "
         "preset describes (listed below; they stay in their machine's line and in `all`)."
         "\n\n"
         f"```\n{text}\n```\n\nOn networks no preset describes:\n\n{networks}\n\n"
