@@ -209,3 +209,32 @@ sweep: {size: [8, 1MiB], ranks: [8]}
         swept = text.replace("ranks: [8]}", f"ranks: [8], param: {{{key}: [4]}}}}")
         with pytest.raises(InputError, match=f"'{key}' is already a column"):
             load_scenario(text=swept)
+
+
+def test_auto_runs_nccls_point_to_point_program_for_alltoall():
+    import collsim
+    from collsim.algorithms.registry import REGISTRY
+
+    standing_in = ("alltoall", "nccl_p2p") not in REGISTRY
+    if standing_in:   # until NCCL's own program is registered: any alltoall program will do
+        collsim.register("alltoall", "nccl_p2p", params=("channels",))(
+            REGISTRY["alltoall", "direct"].program)
+    try:
+        auto = simulate(DGX, "alltoall", "auto", 8, MiB)
+        forced = simulate(DGX, "alltoall", "nccl_p2p", 8, MiB, {"channels": 1})
+        assert (auto.selected, auto.protocol, auto.channels) == ("nccl_p2p", "Simple", 1)
+        assert auto.time_s == forced.time_s
+    finally:
+        if standing_in:
+            collsim.unregister("alltoall", "nccl_p2p")
+    with pytest.raises(InputError, match="no NCCL algorithm for gather") as raised:
+        simulate(DGX, "gather", "auto", 8, MiB)
+    assert raised.value.key == "algorithm"
+
+
+def test_a_protocol_the_family_does_not_run_is_refused_at_its_key():
+    from collsim.nccl.call import plan
+
+    with pytest.raises(InputError, match="Simple protocol only") as raised:
+        plan(DGX, "allreduce", "nvls", list(range(8)), MiB, {"protocol": "LL"})
+    assert raised.value.key == "param.protocol"
