@@ -238,3 +238,33 @@ def test_a_protocol_the_family_does_not_run_is_refused_at_its_key():
     with pytest.raises(InputError, match="Simple protocol only") as raised:
         plan(DGX, "allreduce", "nvls", list(range(8)), MiB, {"protocol": "LL"})
     assert raised.value.key == "param.protocol"
+
+
+def test_a_scenario_may_name_nccl_algorithms_without_a_program_yet():
+    from collsim.algorithms.registry import REGISTRY
+    from collsim.api import load_scenario
+    from collsim.nccl.names import ALGORITHMS
+    from collsim.scenarios.sweep import expand
+
+    missing = [name for name in ALGORITHMS if ("allreduce", name) not in REGISTRY]
+    names = ["ring", *missing]
+    scenario = load_scenario(text=f"""
+name: s
+topologies: [dgx-h100]
+collectives: [allreduce]
+algorithms: [{", ".join(names)}]
+sweep: {{size: [8, 1MiB, 1GiB], ranks: [4, 8]}}
+where: "size < GiB"
+""")
+    sweep = expand(scenario)
+    assert {p.algorithm for p in sweep.points} == {"ring"} and len(sweep.points) == 4
+    assert dict(sweep.skipped) == {f"NCCL's {name} for allreduce, which has no program yet": 4
+                                   for name in missing}
+    with pytest.raises(InputError, match="no allreduce algorithm named 'nvlss'"):
+        load_scenario(text="""
+name: s
+topologies: [dgx-h100]
+collectives: [allreduce]
+algorithms: [ring, nvlss]
+sweep: {size: [8]}
+""")

@@ -16,6 +16,7 @@ from collsim.algorithms.registry import REGISTRY, algorithms_for
 from collsim.errors import InputError, InputErrors
 from collsim.hardware.shipped import find_topology
 from collsim.nccl.call import SELECTORS
+from collsim.nccl.names import ALGORITHMS as NCCL_NAMES
 from collsim.output.kinds import DEFAULT_FIGURES, DEFAULT_FORMATS
 from collsim.output.table import TABLE_COLUMNS
 from collsim.params import COMMON_PARAMS
@@ -204,7 +205,7 @@ class _Reader:
                 out[collective] = known
                 continue
             for index, name in enumerate(chosen):
-                if name not in known and name not in SELECTORS:
+                if name not in known and name not in SELECTORS and name not in NCCL_NAMES:
                     hint = difflib.get_close_matches(name, known, n=1)
                     raise self.doc.error(path + (index,), f"no {collective} algorithm named "
                                          f"{name!r}; " + (f"did you mean {hint[0]!r}?" if hint
