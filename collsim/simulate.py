@@ -163,6 +163,22 @@ def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_byt
     return costs.launch + form
 
 
+def expected_time(topology: Topology, collective: str, algorithm: str, ranks: int,
+                  size_bytes: int, params: dict[str, Any] | None = None,
+                  costs: CostModel | None = None) -> float | None:
+    """The closed-form time of a call under the cost model it would run with, for a progress
+    line's "of about"; None where there is none (``auto``, ``best``) or the input is bad (the
+    simulation reports that itself)."""
+    if algorithm in SELECTORS:
+        return None
+    try:
+        chosen = get_algorithm(collective, algorithm)
+        job, _, call = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
+        return analytic_time(topology, chosen, ranks, size_bytes, job.params, call.costs)
+    except (InputError, ValueError, ArithmeticError):
+        return None
+
+
 def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, size_bytes: int,
              params: dict[str, Any] | None = None, costs: CostModel | None = None,
              observe: Callable[[TimingEngine], Any] | None = None) -> PointResult:

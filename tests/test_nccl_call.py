@@ -268,3 +268,14 @@ collectives: [allreduce]
 algorithms: [ring, nvlss]
 sweep: {size: [8]}
 """)
+
+
+def test_the_progress_lines_closed_form_uses_the_calls_cost_model():
+    from collsim.simulate import expected_time
+
+    ring = simulate(DGX, "allreduce", "ring", 8, GiB)
+    assert ring.analytic_time_s is not None
+    assert expected_time(DGX, "allreduce", "ring", 8, GiB) == ring.analytic_time_s
+    assert expected_time(DGX, "allreduce", "ring", 8, GiB, costs=IDEAL) < ring.analytic_time_s
+    assert expected_time(DGX, "allreduce", "auto", 8, GiB) is None
+    assert expected_time(DGX, "allreduce", "ring", 8, GiB, {"channels": 0}) is None

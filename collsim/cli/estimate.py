@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from collsim.algorithms.registry import get_algorithm
 from collsim.cli.common import (
     add_param_argument,
     add_topology_arguments,
@@ -14,9 +13,7 @@ from collsim.cli.common import (
     topology_from_args,
 )
 from collsim.cli.watch import Watch
-from collsim.errors import InputError
-from collsim.hardware.topology import Topology
-from collsim.simulate import analytic_time, check_params, simulate
+from collsim.simulate import expected_time, simulate
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -41,7 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     size = size_argument(args.size)
     topology = topology_from_args(args)
-    with Watch(_closed_form(topology, args, size)) as watch:
+    with Watch(expected_time(topology, args.collective, args.algorithm, args.ranks, size,
+                             params_from_args(args))) as watch:
         result = simulate(topology, args.collective, args.algorithm, args.ranks, size,
                           params_from_args(args), observe=watch)
     if args.json:
@@ -54,13 +52,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(result)
     return 0
-
-
-def _closed_form(topology: Topology, args: argparse.Namespace, size: int) -> float | None:
-    """The closed-form time, for the progress line's "of about"; None if there is none."""
-    try:
-        algorithm = get_algorithm(args.collective, args.algorithm)
-        params = check_params(algorithm, args.ranks, params_from_args(args))
-        return analytic_time(topology, algorithm, args.ranks, size, params)
-    except (InputError, ValueError, ArithmeticError):
-        return None  # the simulation reports the bad input itself
