@@ -279,3 +279,24 @@ def test_the_progress_lines_closed_form_uses_the_calls_cost_model():
     assert expected_time(DGX, "allreduce", "ring", 8, GiB, costs=IDEAL) < ring.analytic_time_s
     assert expected_time(DGX, "allreduce", "auto", 8, GiB) is None
     assert expected_time(DGX, "allreduce", "ring", 8, GiB, {"channels": 0}) is None
+
+
+def test_topo_show_prints_nccls_choice_by_size(capsys):
+    from collsim.nccl.report import CHOICE_SIZES
+    from collsim.units import format_size
+
+    assert main(["topo", "show", "dgx-h100", "--no-bisection"]) == 0
+    out = capsys.readouterr().out
+    index = {format_size(size): i for i, size in enumerate(CHOICE_SIZES)}
+    covered = []
+    for line in out[out.index("NCCL's choice"):].splitlines()[1:]:
+        sizes, pick = line.split(None, 1)
+        first, _, last = sizes.partition("-")
+        span = range(index[first], index[last or first] + 1)
+        covered += span
+        for i in span:   # every size of the line has that pick
+            choice = choose(nccl_system(DGX), "allreduce", CHOICE_SIZES[i])
+            mark = "" if choice.algorithm in registered_nccl("allreduce") else "*"
+            assert pick.startswith(f"{choice.algorithm}{mark} {choice.protocol}, "
+                                   f"{choice.channels} channel")
+    assert covered == list(range(len(CHOICE_SIZES)))
