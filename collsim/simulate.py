@@ -71,10 +71,16 @@ class PointResult:
         return f" ({', '.join(parts)})" if parts else ""
 
 
+def accepted_params(algorithm: Algorithm) -> tuple[str, ...]:
+    """The parameters ``algorithm`` takes: the common ones, its own, and ``protocol`` for
+    NCCL's algorithms."""
+    return COMMON_PARAMS + tuple(algorithm.params) + (
+        ("protocol",) if is_nccl(algorithm.name) and "protocol" not in algorithm.params else ())
+
+
 def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> dict[str, Any]:
     """Validated algorithm parameters: known names, root in range, chunk_size a size > 0."""
-    accepted = COMMON_PARAMS + tuple(algorithm.params) + (
-        ("protocol",) if is_nccl(algorithm.name) and "protocol" not in algorithm.params else ())
+    accepted = accepted_params(algorithm)
     for name in params:
         if name not in accepted:
             raise InputError(f"{algorithm.collective}/{algorithm.name} takes no parameter "

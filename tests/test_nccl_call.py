@@ -186,8 +186,7 @@ def test_the_choice_map_draws_what_auto_selected(tmp_path):
     assert drawn.files == [] and "no rows of algorithm 'auto'" in drawn.notes[0]
 
 
-def test_scenarios_skip_auto_where_there_are_no_nccl_figures_and_refuse_protocol_sweeps(
-        tmp_path):
+def test_scenarios_skip_auto_where_there_are_no_nccl_figures():
     from collsim.api import load_scenario, run_scenario
 
     text = """
@@ -205,10 +204,33 @@ sweep: {size: [8, 1MiB], ranks: [8]}
         want = None if r["topology"] == "ideal-switch" else \
             simulate(DGX, "allreduce", r["algorithm"], 8, r["size_bytes"]).protocol
         assert r["protocol"] == want
-    for key in ("protocol", "channels"):
-        swept = text.replace("ranks: [8]}", f"ranks: [8], param: {{{key}: [4]}}}}")
-        with pytest.raises(InputError, match=f"'{key}' is already a column"):
-            load_scenario(text=swept)
+
+
+def test_protocol_and_channels_sweep_like_any_parameter(tmp_path):
+    from collsim.api import load_scenario, run_scenario
+    from collsim.output.table import key_columns
+
+    text = """
+name: s
+topologies: [dgx-h100]
+collectives: [allreduce]
+algorithms: [ring, binomial]
+sweep: {size: [8, 1GiB], ranks: [8], param: {protocol: [ll, Simple], channels: [2, auto]}}
+"""
+    rows = run_scenario(load_scenario(text=text), tmp_path / "out")
+    assert rows.columns[10:] == ["selected", "protocol", "channels"]
+    assert key_columns(rows.columns)[-2:] == ["protocol", "channels"]
+    ring = [r for r in rows if r["algorithm"] == "ring"]
+    assert len(ring) == 8 and len(rows) == 10      # binomial takes neither: one row per size
+    for r in ring:   # the value asked for, and the time of that call
+        params = {"protocol": r["protocol"], "channels": r["channels"]}
+        assert r["time_s"] == simulate(DGX, "allreduce", "ring", 8, r["size_bytes"],
+                                       params).time_s
+    assert {(r["protocol"], r["channels"]) for r in rows if r["algorithm"] == "binomial"} == \
+        {(None, None)}
+    # The table is complete: resuming runs nothing.
+    again = run_scenario(load_scenario(text=text), tmp_path / "out", resume=True)
+    assert [r["time_s"] for r in again] == [r["time_s"] for r in rows]
 
 
 def test_auto_runs_nccls_point_to_point_program_for_alltoall():

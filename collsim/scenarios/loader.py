@@ -15,7 +15,7 @@ import yaml
 from collsim.algorithms.registry import REGISTRY, algorithms_for
 from collsim.errors import InputError, InputErrors
 from collsim.hardware.shipped import find_topology
-from collsim.nccl.call import SELECTORS
+from collsim.nccl.call import NCCL_PARAMS, SELECTORS
 from collsim.nccl.names import ALGORITHMS as NCCL_NAMES
 from collsim.output.kinds import DEFAULT_FIGURES, DEFAULT_FORMATS
 from collsim.output.table import TABLE_COLUMNS
@@ -226,7 +226,7 @@ class _Reader:
         return out
 
     def check_params(self, params: dict[str, list[Any]]) -> None:
-        known = set(COMMON_PARAMS)
+        known = set(COMMON_PARAMS) | set(NCCL_PARAMS)
         for algorithm in REGISTRY.values():
             known.update(algorithm.params)
         for key in params:
@@ -242,12 +242,9 @@ class _Reader:
                 raise self.doc.error(self.source("set") + (key,), f"{key!r} is already a column "
                                      f"of the results table; it cannot be a swept key too")
         for key in params:
-            if key in TABLE_COLUMNS:
+            if key in TABLE_COLUMNS and key not in NCCL_PARAMS:
                 raise self.doc.error(self.source("param") + (key,), f"{key!r} is already a "
-                                     f"column of the results table" + (
-                                         " (what the call ran with); a scenario leaves it to "
-                                         "auto, or compares choices with algorithm best"
-                                         if key in ("protocol", "channels") else ""))
+                                     f"column of the results table")
 
     def filters(self, swept: list[str]) -> list[Filter]:
         path = self.source("where")

@@ -14,10 +14,10 @@ from collsim.errors import InputError
 from collsim.hardware.topology import Topology
 from collsim.nccl.call import SELECTORS, selector
 from collsim.nccl.protocols import nccl_figures
-from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
+from collsim.params import DTYPES, dtype_name
 from collsim.scenarios.axes import quantity_value
 from collsim.scenarios.model import Point, Scenario
-from collsim.simulate import check_params
+from collsim.simulate import accepted_params, check_params
 
 MAX_POINTS = 1_000_000
 
@@ -117,7 +117,7 @@ def _param_combos(scenario: Scenario, algorithm: Algorithm
                   ) -> list[tuple[tuple[str, Any], ...]]:
     """The combinations of the swept parameters this algorithm takes; the others do not
     apply to it, so its points leave them empty instead of repeating identical runs."""
-    keys = [k for k in scenario.params if k in COMMON_PARAMS or k in algorithm.params]
+    keys = [k for k in scenario.params if k in accepted_params(algorithm)]
     return [tuple(zip(keys, values, strict=True))
             for values in itertools.product(*(scenario.params[k] for k in keys))]
 
