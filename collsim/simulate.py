@@ -13,7 +13,14 @@ from collsim.engine.timing import TimingEngine
 from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks, ring_order
 from collsim.hardware.topology import Topology
-from collsim.nccl.call import SELECTORS, Plan, check_protocol, is_nccl, plan
+from collsim.nccl.call import (
+    SELECTORS,
+    Plan,
+    canonical_algorithm,
+    check_protocol,
+    is_nccl,
+    plan,
+)
 from collsim.nccl.constants import MAX_CHANNELS
 from collsim.output.table import TABLE_COLUMNS
 from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
@@ -175,6 +182,7 @@ def expected_time(topology: Topology, collective: str, algorithm: str, ranks: in
     """The closed-form time of a call under the cost model it would run with, for a progress
     line's "of about"; None where there is none (``auto``, ``best``) or the input is bad (the
     simulation reports that itself)."""
+    algorithm = canonical_algorithm(collective, algorithm)
     if algorithm in SELECTORS:
         return None
     try:
@@ -193,6 +201,9 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     and protocol, simulated); ``costs`` replaces the machine's cost model (ideal on the
     canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.nccl.call`).
     ``observe``, if given, is called with the engine before it runs (a progress display)."""
+    import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
+
+    algorithm = canonical_algorithm(collective, algorithm)
     if algorithm in SELECTORS:
         from collsim.nccl.select import simulate_selected
 

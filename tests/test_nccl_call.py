@@ -322,3 +322,24 @@ def test_topo_show_prints_nccls_choice_by_size(capsys):
             assert pick.startswith(f"{choice.algorithm}{mark} {choice.protocol}, "
                                    f"{choice.channels} channel")
     assert covered == list(range(len(CHOICE_SIZES)))
+
+
+def test_nccl_algo_spellings_and_selectors_in_any_case():
+    tree = simulate(DGX, "allreduce", "nccl_tree", 8, MiB)
+    for spelling in ("Tree", "TREE", "tree"):
+        same = simulate(DGX, "allreduce", spelling, 8, MiB)
+        assert (same.algorithm, same.time_s) == ("nccl_tree", tree.time_s)
+    assert simulate(DGX, "allreduce", "Ring", 8, MiB).algorithm == "ring"
+    assert simulate(DGX, "allreduce", "AUTO", 8, MiB).algorithm == "auto"
+    with pytest.raises(InputError, match="no allreduce algorithm named 'Trees'"):
+        simulate(DGX, "allreduce", "Trees", 8, MiB)
+    from collsim.api import load_scenario
+
+    scenario = load_scenario(text="""
+name: s
+topologies: [dgx-h100]
+collectives: [allreduce]
+algorithms: [Ring, Tree, Auto]
+sweep: {size: [8]}
+""")
+    assert scenario.algorithms["allreduce"] == ["ring", "nccl_tree", "auto"]

@@ -18,7 +18,7 @@ from typing import Any
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
-from collsim.nccl.names import ALGORITHMS, PROTOCOLS, protocol_name
+from collsim.nccl.names import ALGORITHMS, PROTOCOLS, algorithm_name, protocol_name
 from collsim.nccl.protocols import cost_model, nccl_figures
 
 SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorithm
@@ -40,6 +40,23 @@ class Plan:
     costs: CostModel
     protocol: str | None
     channels: int | None
+
+
+def canonical_algorithm(collective: str, name: Any) -> Any:
+    """collsim's name for an algorithm as a user typed it: ``auto`` and ``best`` in any case,
+    and NCCL's ``NCCL_ALGO`` spellings of its algorithms (``Tree``, ``NVLSTree``, ``RING``);
+    a registered name, or anything else, as given."""
+    from collsim.algorithms.registry import REGISTRY
+
+    if not isinstance(name, str) or (collective, name) in REGISTRY:
+        return name
+    lowered = name.strip().lower()
+    if lowered in SELECTORS:
+        return lowered
+    try:
+        return algorithm_name(name)
+    except InputError:
+        return name
 
 
 def is_nccl(name: str) -> bool:

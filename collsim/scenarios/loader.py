@@ -15,7 +15,7 @@ import yaml
 from collsim.algorithms.registry import REGISTRY, algorithms_for
 from collsim.errors import InputError, InputErrors
 from collsim.hardware.shipped import find_topology
-from collsim.nccl.call import NCCL_PARAMS, SELECTORS
+from collsim.nccl.call import NCCL_PARAMS, SELECTORS, canonical_algorithm
 from collsim.nccl.names import ALGORITHMS as NCCL_NAMES
 from collsim.output.kinds import DEFAULT_FIGURES, DEFAULT_FORMATS
 from collsim.output.table import TABLE_COLUMNS
@@ -204,6 +204,7 @@ class _Reader:
                     raise self.doc.error(path, f"no algorithm implements {collective} yet")
                 out[collective] = known
                 continue
+            chosen = [canonical_algorithm(collective, name) for name in chosen]
             for index, name in enumerate(chosen):
                 if name not in known and name not in SELECTORS and name not in NCCL_NAMES:
                     hint = difflib.get_close_matches(name, known, n=1)
