@@ -9,14 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collsim.algorithms import REGISTRY
+from collsim.algorithms.nccl.switches import SWITCH_ALGORITHMS
 from collsim.collectives import COLLECTIVES, REDUCE_OPS
 from collsim.engine.data import check_algorithm
 from collsim.program import Job
 
 DTYPES = ["int32", "int64", "float32", "float64", "uint8"]
 OPS = list(REDUCE_OPS)
-# hierarchical.py belongs to the hierarchical algorithms' own tests.
-ALGORITHMS = sorted(key for key in REGISTRY if key[1] != "hierarchical")
+# hierarchical.py belongs to the hierarchical algorithms' own tests, and the in-switch NCCL
+# algorithms (whose jobs declare helper ranks) to tests/test_nccl_programs_*.py.
+ALGORITHMS = sorted(key for key in REGISTRY
+                    if key[1] != "hierarchical" and key[1] not in SWITCH_ALGORITHMS)
 
 
 def run_case(key: tuple[str, str], p: int, count: int, dtype: str, op: str, root: int,

@@ -102,15 +102,19 @@ def test_the_node_column_follows_the_gpus_of_the_call():
     assert cost_model(cluster, "ring", "LL", gpus=range(8)).gpu_cap == pytest.approx(141e9)
 
 
-def test_nvls_pays_half_a_switch_round_trip_per_message_and_reaches_less_of_nvlink():
+def test_nvls_pays_nccls_nvlink_figure_once_a_call_and_reaches_less_of_nvlink():
     nvls = cost_model(CLUSTER, "nvls", "Simple")
     nvlink = next(link for link in CLUSTER.links if link.kind == "nvlink")
     assert nvls.bandwidth(nvlink) == pytest.approx(370.8e9 * 0.85)   # nvlsEfficiency Hopper
-    assert nvls.latency(route(CLUSTER, 0, 1)) == pytest.approx(12.5 * US)  # 25 us round trip
-    assert nvls.launch == pytest.approx(4.2 * US)                      # NVLS base latency 0
+    inside = route(CLUSTER, 0, 1)                                     # GPU -> NVSwitch -> GPU
+    assert nvls.latency(inside) == pytest.approx(sum(link.latency for link in inside))
+    assert nvls.launch == pytest.approx((4.2 + 25) * US)  # NVLS base 0, NVLink figure per call
     tree = cost_model(CLUSTER, "nvls_tree", "Simple")
-    assert tree.latency(route(CLUSTER, 0, 1)) == pytest.approx(12.5 * US)
+    assert tree.latency(inside) == pytest.approx(sum(link.latency for link in inside))
     assert tree.latency(route(CLUSTER, 0, 8)) == pytest.approx(20.9 * US)  # a tree step
+    assert tree.launch == pytest.approx((4.2 + 25) * US)
+    assert cost_model(CLUSTER, "nvls", "Simple", gpus=range(16)).latency(route(CLUSTER, 0, 8)) \
+        == pytest.approx(9 * US)              # across nodes (SHARP): half of NET's 18 us
     b200 = preset("dgx-b200")
     nvlink = next(link for link in b200.links if link.kind == "nvlink")
     assert cost_model(b200, "nvls", "Simple").bandwidth(nvlink) == \
@@ -120,7 +124,8 @@ def test_nvls_pays_half_a_switch_round_trip_per_message_and_reaches_less_of_nvli
 def test_an_override_replaces_nccls_round_trip_figure():
     t = preset("dgx-h100", **{"nccl.protocols.Simple.nvls.latency.nvlink": "20us",
                               "nccl.protocols.Simple.latency.nvlink": "5us"})
-    assert cost_model(t, "nvls", "Simple").latency(route(t, 0, 1)) == pytest.approx(10 * US)
+    assert cost_model(t, "nvls", "Simple").launch == \
+        pytest.approx(cost_model(t, "nvls", "Simple").machine_launch + 20 * US)
     assert cost_model(t, "ring", "Simple").latency(route(t, 0, 1)) == pytest.approx(5 * US)
 
 

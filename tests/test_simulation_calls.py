@@ -179,3 +179,36 @@ def test_calls_check_their_gpus_and_start_time():
     late = sim.call(Job("broadcast", 2, 10), [0, 1], one_message(40), start=None)
     with pytest.raises(SimulationError, match="before now"):
         late.start(at=0.0)
+
+
+def test_ranks_admitted_one_by_one_meet_and_report_their_own_finish():
+    """Rank 1 is admitted 3 ms after rank 0 on a simulation whose environment someone else
+    runs: the message moves from 3 ms on; each rank's finish reaches on_rank_done, and the
+    launch cost is charged from each rank's own admission."""
+    import simpy
+
+    machine = switch("pair", 2, LATENCY, BANDWIDTH)
+    n = 4000
+    env = simpy.Environment()
+    sim = Simulation(machine, MessageCosts(launch=2e-6), env=env)
+    sim.attach()
+    job = Job("sendrecv", 2, n // 4, 4)
+    call = sim.call(job, [0, 1], one_message(n), start=None)
+    finished = {}
+    call.on_rank_done = lambda c, rank: finished.__setitem__(rank, env.now)
+
+    def later():
+        call.admit(0)
+        yield env.timeout(3e-3)
+        call.admit(1)
+        with pytest.raises(SimulationError):
+            call.admit(1)
+
+    env.process(later())
+    env.run()
+    sim.check()
+    expected = 3e-3 + 2e-6 + 2 * LATENCY + n / BANDWIDTH
+    assert finished[1] == pytest.approx(expected, rel=1e-12)
+    assert finished[0] == pytest.approx(expected, rel=1e-12)
+    assert call.result.start == 0.0
+    assert call.result.time == pytest.approx(expected, rel=1e-12)

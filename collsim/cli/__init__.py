@@ -13,7 +13,8 @@ from collsim import __version__
 from collsim.errors import InputError, SimulationError, WorkerLost
 
 # Each module has add_parser(subparsers) and sets ``func`` on its parser.
-COMMANDS = ["estimate", "run", "plot", "crossover", "compare", "topo", "list", "workload"]
+COMMANDS = ["estimate", "run", "plot", "crossover", "compare", "topo", "list", "workload",
+            "jobs"]
 
 
 def build_parser() -> argparse.ArgumentParser:

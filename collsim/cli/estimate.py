@@ -12,8 +12,16 @@ from collsim.cli.common import (
     size_argument,
     topology_from_args,
 )
+from collsim.cli.recording import (
+    add_recording_arguments,
+    add_straggler_arguments,
+    check_limit,
+    recording_wanted,
+    straggler_arguments,
+)
 from collsim.cli.watch import Watch
-from collsim.simulate import expected_time, simulate
+from collsim.hardware.topology import Topology
+from collsim.simulate import PointResult, expected_time, simulate
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--size", "-s", required=True,
                         help="message size: 4MiB, 1GB, 512 (DESIGN.md's size convention)")
     add_param_argument(parser)
+    add_recording_arguments(parser)
+    add_straggler_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object with the results-table columns")
     parser.set_defaults(func=run)
@@ -37,18 +47,72 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     size = size_argument(args.size)
+    spread, late = straggler_arguments(args)
+    check_limit(args)
     topology = topology_from_args(args)
     with Watch(expected_time(topology, args.collective, args.algorithm, args.ranks, size,
                              params_from_args(args))) as watch:
         result = simulate(topology, args.collective, args.algorithm, args.ranks, size,
                           params_from_args(args), observe=watch)
+    extra: dict = {}
+    lines: list[str] = []
+    if spread > 0 or late or recording_wanted(args):
+        extra, lines = _recorded(args, topology, size, result, spread, late)
     if args.json:
         row = result.row()
         for column in ("analytic_time_s", "protocol", "channels"):
             row[column] = getattr(result, column)  # null, not "", where not applicable
         if result.speedup_vs_auto is not None:
             row["speedup_vs_auto"] = result.speedup_vs_auto
-        print(json.dumps(row))
+        print(json.dumps({**row, **extra}))
     else:
         print(result)
+    for line in lines:
+        print(line)
     return 0
+
+
+def _recorded(args: argparse.Namespace, topology: Topology, size: int, result: PointResult,
+              spread: float, late: list[tuple[int, float]]) -> tuple[dict, list[str]]:
+    """The call again (the algorithm, protocol and channels ``result`` ran with) with
+    stragglers and/or recording: the stretch, the trace file, the link report."""
+    from collsim.output.linkload import format_link_report, link_loads
+    from collsim.output.trace import call_trace
+    from collsim.recorded import draw_offsets, record_call
+    from collsim.units import format_time
+
+    skewed = spread > 0 or bool(late)
+    offsets = draw_offsets(args.ranks, spread, late, args.seed) if skewed else None
+    together = result.time_s
+    params = params_from_args(args)
+    for name in ("protocol", "channels"):
+        if getattr(result, name) is not None:
+            params[name] = getattr(result, name)
+    recorded = record_call(topology, args.collective, result.selected, args.ranks, size,
+                           params, offsets, record=recording_wanted(args))
+    extra: dict = {}
+    lines: list[str] = []
+    if skewed:
+        stretch = recorded.time_s / together if together > 0 else 1.0
+        extra = {"skewed_time_s": recorded.time_s, "last_start_s": max(recorded.offsets),
+                 "stretch": stretch}
+        lines.append(f"with stragglers (last start {format_time(max(recorded.offsets))}, "
+                     f"seed {args.seed}): {format_time(recorded.time_s)} from the first "
+                     f"start to the last finish, stretch {stretch:.3f}x")
+    if args.trace:
+        call_trace(recorded).write(args.trace, args.trace_limit,
+                                   {"collective": args.collective,
+                                    "algorithm": result.selected, "ranks": args.ranks,
+                                    "size": size, "topology": topology.name})
+    if args.link_report or args.link_figure:
+        loads = link_loads(recorded.fabric)
+        span = max(recorded.call.result.finish)
+        if args.link_report:
+            lines.append(format_link_report(loads, span))
+        if args.link_figure:
+            from collsim.output.linkfigure import link_figure
+            link_figure(loads, span, args.link_figure,
+                        f"{args.collective}/{args.algorithm}, {args.ranks} ranks on "
+                        f"{topology.name}")
+    return extra, lines
+

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 from collsim.cli.common import add_topology_arguments, topology_from_args
+from collsim.cli.recording import add_recording_arguments, check_limit, recording_wanted
 from collsim.errors import InputError
 from collsim.hardware.loader import parse_override
+from collsim.units import format_time
+from collsim.workloads.model import Noise
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +20,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Plan one training step of a workload file (model, parallelism, "
                     "compute, formats) and simulate it: step time, compute, exposed "
                     "communication, bubble, MFU, and per kind of collective the calls, bytes "
-                    "and time per GPU. Each call is timed alone on the topology.")
+                    "and time per GPU. Every call runs on one simulation of the topology, so "
+                    "concurrent calls share links (--isolated: each call alone).")
     parser.add_argument("workload", metavar="WORKLOAD", help="workload YAML file")
     add_topology_arguments(parser)
     parser.add_argument("--with", dest="changes", action="append", default=[],
@@ -25,6 +30,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gpus", type=int, metavar="N",
                         help="GPUs to use (default: data x tensor x pipeline if the workload "
                              "names data, else every GPU of the topology)")
+    parser.add_argument("--isolated", action="store_true",
+                        help="time each call alone on the topology (no contention between "
+                             "calls; faster)")
+    add_recording_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
 
@@ -44,11 +53,59 @@ def run(args: argparse.Namespace) -> int:
     if args.gpus is not None and args.gpus < 1:
         raise InputError(f"--gpus must be a positive whole number, got {args.gpus}",
                          key="--gpus")
+    check_limit(args)
+    if args.isolated and recording_wanted(args):
+        raise InputError("--trace and --link-report record the shared simulation; drop "
+                         "--isolated", key="--isolated")
     workload = load_workload(args.workload, changes)
     topology = topology_from_args(args)
-    result = run_workload(workload, topology, args.gpus)
+    service = None
+    if args.isolated:
+        from collsim.workloads.service import isolated, simulated
+        service = isolated(simulated(topology))
+    lines: list[str] = []
+    if recording_wanted(args):
+        result = _recorded(args, workload, topology, lines)
+    else:
+        result = run_workload(workload, topology, args.gpus, service)
+    extra = {}
+    if workload.noise != Noise():
+        quiet = run_workload(dataclasses.replace(workload, noise=Noise()), topology,
+                             args.gpus, service)
+        extra = {"quiet_step_s": quiet.step_s, "stretch": result.step_s / quiet.step_s}
+        lines.insert(0, f"noise (seed {workload.noise.seed}): the step without it takes "
+                        f"{format_time(quiet.step_s)}, stretch {extra['stretch']:.3f}x")
     if args.json:
-        print(json.dumps({"topology": topology.name, **result.to_dict()}))
+        print(json.dumps({"topology": topology.name, **result.to_dict(), **extra}))
     else:
         print(format_result(result, topology.name))
+    for line in lines:
+        print(line)
     return 0
+
+
+def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):
+    """The step on a recording simulation: its trace file and link report."""
+    from collsim.output.linkload import format_link_report
+    from collsim.workloads.tracing import record_step, step_trace
+
+    gpus = args.gpus
+    if gpus is None and workload.parallelism.data is None:
+        gpus = topology.gpus
+    recorded = record_step(workload, topology, gpus)
+    if recorded.plan.world > topology.gpus:
+        raise InputError(f"the workload needs {recorded.plan.world} GPUs; topology "
+                         f"'{topology.name}' has {topology.gpus}", key="parallelism")
+    if args.trace:
+        step_trace(recorded).write(args.trace, args.trace_limit,
+                                   {"workload": workload.name, "topology": topology.name,
+                                    "gpus": recorded.plan.world})
+    if args.link_report or args.link_figure:
+        loads = recorded.loads()
+        if args.link_report:
+            lines.append(format_link_report(loads, recorded.result.step_s))
+        if args.link_figure:
+            from collsim.output.linkfigure import link_figure
+            link_figure(loads, recorded.result.step_s, args.link_figure,
+                        f"{workload.name}, {recorded.plan.world} GPUs on {topology.name}")
+    return recorded.result

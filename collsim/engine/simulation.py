@@ -82,12 +82,18 @@ class Simulation:
     """A machine under a cost model, on which calls run (see the module docstring).
 
     ``fabric`` is the :class:`Fabric` class (or a subclass) to move bytes with, ``policy``
-    its rate-update policy.
+    its rate-update policy. ``observer``, if given, has ``combine(call, state, start, end)``
+    and is told of every combine (a trace records them). ``env``, if given, is a SimPy
+    environment shared with other processes (a training step's compute); whoever runs it
+    calls :meth:`attach` first.
     """
 
     def __init__(self, topology: Topology, costs: CostModel = IDEAL,
-                 policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric) -> None:
-        self.env = simpy.Environment()
+                 policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric,
+                 env: simpy.Environment | None = None, observer: object | None = None
+                 ) -> None:
+        self.env = simpy.Environment() if env is None else env
+        self.observer = observer
         self.topology = topology
         self.costs = costs
         self.fabric = fabric(self.env, topology, costs, policy)
@@ -110,6 +116,18 @@ class Simulation:
             call.start(at=start)
         return call
 
+    def attach(self) -> None:
+        """Mark the simulation as running on an environment someone else runs: calls
+        started from then on begin at once (after their launch cost)."""
+        self.running = True
+
+    def check(self) -> None:
+        """A SimulationError for the first call that did not finish (or never started)."""
+        for index, call in enumerate(self.calls):
+            if call.result is None:
+                prefix = f"call {index}: " if len(self.calls) > 1 else ""
+                raise SimulationError(prefix + call.stuck_message())
+
     def run(self) -> None:
         """Simulate until nothing is left to do; a call that cannot finish (or was never
         started) is a SimulationError."""
@@ -127,10 +145,7 @@ class Simulation:
             self.running = False
             if collecting:
                 gc.enable()
-        for index, call in enumerate(self.calls):
-            if call.result is None:
-                prefix = f"call {index}: " if len(self.calls) > 1 else ""
-                raise SimulationError(prefix + call.stuck_message())
+        self.check()
 
 
 class Call:
@@ -151,6 +166,7 @@ class Call:
         self.itemsize = job.itemsize
         self.programs = programs
         self.on_done = on_done
+        self.on_rank_done: Callable[[Call, int], None] | None = None  # (call, GPU rank)
         gamma = topology.gamma
         self.ranks = [RankState(r, g, programs(r, job), gamma) for r, g in enumerate(gpus)]
         for h, helper in enumerate(job.helpers):
@@ -170,6 +186,7 @@ class Call:
         self._rendezvous = Rendezvous()
         self.transfers = 0
         self.started_at: float | None = None
+        self._admitted: list[bool] | None = None  # ranks started one by one (admit)
         self.result: CallResult | None = None
         self.channel_cap, self.gpu_cap = caps(simulation.costs)
         self.capped = self.channel_cap is not None or self.gpu_cap is not None
@@ -197,6 +214,30 @@ class Call:
     def _begin(self, _: object) -> None:
         self._ready.extend(self.ranks)
         self._resume_ready()
+
+    def admit(self, rank: int) -> None:
+        """Start GPU rank ``rank`` alone, now plus the launch cost: for callers whose ranks
+        reach the call at different times (its messages wait for their partners). The first
+        admission is the call's start and also starts its helper ranks."""
+        if self.started_at is None:
+            self.started_at = clock(self.env)
+            self._admitted = [False] * self.job.nranks
+            states = [self.ranks[rank], *self.ranks[self.job.nranks:]]
+        elif self._admitted is None or self._admitted[rank]:
+            raise SimulationError(f"rank {rank} of the call was already started")
+        else:
+            states = [self.ranks[rank]]
+        self._admitted[rank] = True
+        launch = self.simulation.costs.launch
+        if launch > 0:
+            call_later(self.env, launch, self._begin_states, states)
+        else:
+            self._begin_states(states)
+
+    def _begin_states(self, states: list[RankState]) -> None:
+        self._ready.extend(states)
+        if not self._resuming:
+            self._resume_ready()
 
     @property
     def done(self) -> bool:
@@ -306,6 +347,8 @@ class Call:
                 self._ready.append(parent)
             return
         state.finished_at = clock(self.env)
+        if self.on_rank_done is not None and state.rank < self.job.nranks:
+            self.on_rank_done(self, state.rank)
         self._unfinished -= 1
         if self._unfinished == 0:
             finish = [s.finished_at for s in self.ranks[:self.job.nranks]]
@@ -364,6 +407,8 @@ class Call:
         free = free_at.get(unit, 0.0)
         start = free if free > now else now
         free_at[unit] = start + cost
+        if self.simulation.observer is not None:
+            self.simulation.observer.combine(self, state, start, start + cost)
         call_later(self.env, free_at[unit] - now, self._op_done, state)
 
     # -- capped routes ----------------------------------------------------------------------

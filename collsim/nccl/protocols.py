@@ -12,11 +12,12 @@ What goes in (physical, or NCCL's measured engine limits):
   NCCL's per-step figures were measured end to end (flag or FIFO signalling, the proxy for the
   network, and the wires), so adding the wires' latency would count them twice.
   In-switch families: NCCL charges one latency for a round trip through a reducing switch
-  (NVLS: ``hwLat[NVLINK][nvls]`` once per call; CollNet: the network figure once per call), while
-  a program reaching a switch sends one message up and one down, so under ``nvls`` and
-  ``nvls_tree`` a message on NVLink pays half of NCCL's figure, and under ``nvls`` (across nodes)
-  and the CollNet families a message on the network pays half. NVLSTree's tree steps between
-  nodes are ordinary steps and pay the whole figure.
+  (NVLS: ``hwLat[NVLINK][nvls]`` once per call; CollNet: the network figure once per call).
+  NVLS programs pipeline up to 64 chunks through the NVSwitch, so the NVLink figure is charged
+  once per call (``per_call``, part of ``launch``) and each NVLink message pays only its links'
+  own latency; a message on the network (``nvls`` across nodes, the CollNet families) pays half
+  NCCL's figure, one message up and one down. NVLSTree's tree steps between nodes are ordinary
+  steps and pay the whole figure.
 - ``wire_ratio``: LL sends 8 data bytes per 16-byte line (2.0), LL128 120 per 128 (128/120),
   Simple 1.0.
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
@@ -52,8 +53,10 @@ US = 1e-6
 HW_ROW = {"nvlink": "NVLINK", "pcie": "PCI", "network": "NET"}  # NCCL's hwLat rows
 WIRE_RATIO = {"LL": 16 / 8, "LL128": 128 / 120, "Simple": 1.0}
 # Classes on which a family's messages reach a reducing switch: each pays half NCCL's figure.
-ROUND_TRIP = {"nvls": ("nvlink", "network"), "nvls_tree": ("nvlink",),
-              "collnet_direct": ("network",), "collnet_chain": ("network",)}
+ROUND_TRIP = {"nvls": ("network",), "collnet_direct": ("network",),
+              "collnet_chain": ("network",)}
+# Classes whose NCCL figure a family pays once per call; its messages there pay the links' own.
+PER_CALL = {"nvls": ("nvlink",), "nvls_tree": ("nvlink",)}
 _RANK = {kind: LINK_CLASSES.index(c) for kind, c in CLASS_OF_KIND.items()}
 
 
@@ -72,19 +75,25 @@ class ProtocolCosts:
     channel_cap: float | None = None
     gpu_cap: float | None = None
     nodes: int = 1
+    per_call: float = 0.0                        # NCCL figures charged once per call
+    own_latency: tuple[str, ...] = ()           # classes whose messages pay the links' own
 
     @property
     def launch(self) -> float:
-        """Seconds before any rank starts: the machine's launch and NCCL's base latency."""
-        return self.machine_launch + self.base
+        """Seconds before any rank starts: the machine's launch, NCCL's base latency and
+        the figures the family pays once per call."""
+        return self.machine_launch + self.base + self.per_call
 
     def latency(self, links: Sequence[Link]) -> float:
-        """NCCL's per-step latency of the slowest class the route crosses."""
+        """NCCL's per-step latency of the slowest class the route crosses (the links' own
+        latencies on a class whose figure is charged per call)."""
         worst = 0
         for link in links:
             rank = _RANK.get(link.kind, 0)
             if rank > worst:
                 worst = rank
+        if self.own_latency and LINK_CLASSES[worst] in self.own_latency:
+            return sum(link.latency for link in links)
         return self.step_latency[worst]
 
     def bandwidth(self, link: Link) -> float:
@@ -133,12 +142,17 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
                 return value
         return default
 
-    def step(link_class: str) -> float:
-        """NCCL's figure for the class (or the file's, which replaces it), per message."""
+    def figure(link_class: str) -> float:
+        """NCCL's figure for the class (or the file's, which replaces it)."""
         latency = C.HW_LATENCY_US[HW_ROW[link_class]][family][p] * US
         for override in (protocol_override, family_override):
             if override is not None and link_class in override.latency:
                 latency = override.latency[link_class]
+        return latency
+
+    def step(link_class: str) -> float:
+        """What one message on the class pays."""
+        latency = figure(link_class)
         return latency / 2 if link_class in ROUND_TRIP.get(family, ()) else latency
 
     row, column = C.arch_row(arch), C.nodes_column(nodes)
@@ -150,7 +164,8 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         family, protocol, figures.launch,
         overridden("base", C.BASE_LATENCY_US[family][p] * US),
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
-        overridden("channel_cap", channel_cap), overridden("gpu_cap", gpu_cap), nodes)
+        overridden("channel_cap", channel_cap), overridden("gpu_cap", gpu_cap), nodes,
+        sum(figure(c) for c in PER_CALL.get(family, ())), PER_CALL.get(family, ()))
 
 
 def _caps(figures: NcclFigures, row: int, column: int, nodes: int, family: str,

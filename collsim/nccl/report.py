@@ -62,8 +62,8 @@ def format_nccl(topology: Topology) -> str | None:
             lines.append(_protocol_line(costs, figures.line))
     if "nvls" in families:
         lines.append(f"  nvls: x{C.NVLS_EFFICIENCY[C.arch_row(gpu.arch)]:g} of NVLink's "
-                     "reachable (the switch's reduce and multicast); a message")
-        lines.append("  to or from the switch pays half of NCCL's round-trip latency")
+                     "reachable (the switch's reduce and multicast); NCCL's NVLink")
+        lines.append("  latency is paid once a call, messages pay the links' own")
     lines.append(f"NCCL graphs     ({where}; NCCL's search, GB/s per channel)")
     lines.append(f"  ring          {_graph(graphs.ring)}")
     lines.append(f"  tree          {_graph(graphs.tree)}")
@@ -121,9 +121,11 @@ def _families(topology: Topology, graphs: Graphs) -> list[str]:
 
 
 def _protocol_line(costs: ProtocolCosts, line: Mapping[str, float]) -> str:
-    nvlink, pcie, network = (_us(x) if c in line else "-"
+    nvlink, pcie, network = ("-" if c not in line else "links" if c in costs.own_latency
+                             else _us(x)
                              for c, x in zip(LINK_CLASSES, costs.step_latency, strict=True))
-    return (f"  {costs.family:<15}{costs.protocol:<8}{_us(costs.base):>7}{nvlink:>8}{pcie:>8}"
+    base = _us(costs.base + costs.per_call)  # NVLS's NVLink figure is paid once per call
+    return (f"  {costs.family:<15}{costs.protocol:<8}{base:>7}{nvlink:>8}{pcie:>8}"
             f"{network:>9}{costs.wire_ratio:>7.4g}  {_gbps(costs.channel_cap):<13}"
             f"{_gbps(costs.gpu_cap)}")
 

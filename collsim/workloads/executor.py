@@ -20,7 +20,7 @@ import simpy
 from collsim.workloads.model import Noise
 from collsim.workloads.plan import Plan
 from collsim.workloads.results import StepResult, summarize
-from collsim.workloads.service import ServiceFactory
+from collsim.workloads.service import CollectiveService, ServiceFactory
 
 
 @dataclass
@@ -55,11 +55,38 @@ def draw_noise(plan: Plan, noise: Noise) -> tuple[list[float], list[list[float]]
     return offsets, factors
 
 
-def execute(plan: Plan, service: ServiceFactory, noise: Noise | None = None) -> Timeline:
-    """Run ``plan`` once and return when every task ran."""
+class Launched:
+    """A plan started on an environment someone else runs: :meth:`timeline` after the run."""
+
+    def __init__(self, plan: Plan, start: list[list[float]], end: list[list[float]],
+                 call_start: dict[Hashable, float], offsets: list[float], at: float) -> None:
+        self.plan, self.start, self.end = plan, start, end
+        self.call_start, self.offsets, self.at = call_start, offsets, at
+
+    def timeline(self) -> Timeline:
+        """When each task ran, from the plan's own start; a SimulationError if a task never
+        ran."""
+        plan = self.plan
+        stuck = [(r, plan.tasks[r][i].name) for r in range(plan.world)
+                 for i, t in enumerate(self.end[r]) if math.isnan(t)]
+        if stuck:
+            from collsim.errors import SimulationError
+            rank, name = stuck[0]
+            raise SimulationError(f"the step cannot finish: {len(stuck)} tasks never ran, "
+                                  f"the first on rank {rank}: {name}")
+        at = self.at
+        if not at:
+            return Timeline(self.start, self.end, self.call_start, self.offsets)
+        return Timeline([[t - at for t in row] for row in self.start],
+                        [[t - at for t in row] for row in self.end],
+                        {key: t - at for key, t in self.call_start.items()}, self.offsets)
+
+
+def launch(plan: Plan, env: simpy.Environment, calls: CollectiveService,
+           noise: Noise | None = None, at: float = 0.0) -> Launched:
+    """Start ``plan``'s streams on ``env`` at simulated time ``at`` (plus each rank's
+    offset), its calls handed to ``calls``; run the environment, then read the timeline."""
     noise = plan.workload.noise if noise is None else noise
-    env = simpy.Environment()
-    calls = service(env)
     offsets, factors = draw_noise(plan, noise)
     nan = math.nan
     start = [[nan] * len(tasks) for tasks in plan.tasks]
@@ -82,8 +109,8 @@ def execute(plan: Plan, service: ServiceFactory, noise: Noise | None = None) -> 
         return done[rank][index]
 
     def run(rank: int, indices: list[int]):
-        if offsets[rank]:
-            yield env.timeout(offsets[rank])
+        if offsets[rank] + at:
+            yield env.timeout(offsets[rank] + at)
         for index in indices:
             waiting = [done[rank][d] for d in plan.tasks[rank][index].deps
                        if not done[rank][d].processed]
@@ -104,15 +131,15 @@ def execute(plan: Plan, service: ServiceFactory, noise: Noise | None = None) -> 
                 streams.setdefault(task.stream, []).append(index)
         for indices in streams.values():
             env.process(run(rank, indices))
+    return Launched(plan, start, end, call_start, offsets, at)
+
+
+def execute(plan: Plan, service: ServiceFactory, noise: Noise | None = None) -> Timeline:
+    """Run ``plan`` once and return when every task ran."""
+    env = simpy.Environment()
+    launched = launch(plan, env, service(env), noise)
     env.run()
-    stuck = [(r, plan.tasks[r][i].name) for r in range(plan.world)
-             for i, t in enumerate(end[r]) if math.isnan(t)]
-    if stuck:
-        from collsim.errors import SimulationError
-        rank, name = stuck[0]
-        raise SimulationError(f"the step cannot finish: {len(stuck)} tasks never ran, the "
-                              f"first on rank {rank}: {name}")
-    return Timeline(start, end, call_start, offsets)
+    return launched.timeline()
 
 
 def run_plan(plan: Plan, service: ServiceFactory, noise: Noise | None = None) -> StepResult:

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import simpy
 
-from collsim.engine.costs import IDEAL, CostModel
+from collsim.engine.costs import CostModel
 from collsim.hardware.topology import Topology
 
 
@@ -89,10 +89,13 @@ def isolated(duration: Callable[[Call], float]) -> ServiceFactory:
     return lambda env: IsolatedCalls(env, duration)
 
 
-def simulated(topology: Topology, costs: CostModel = IDEAL) -> Callable[[Call], float]:
+def simulated(topology: Topology, costs: CostModel | None = None) -> Callable[[Call], float]:
     """Each call's time simulated alone on ``topology`` (its members on their GPUs), cached
-    per distinct call shape."""
+    per distinct call shape, under ``costs`` (default: the shared fabric's model)."""
     from collsim.simulate import simulate
+    from collsim.workloads.shared import fabric_costs
+
+    costs = fabric_costs(topology) if costs is None else costs
 
     cache: dict[tuple, float] = {}
 

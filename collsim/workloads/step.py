@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collsim.engine.costs import IDEAL, CostModel
+from collsim.engine.costs import CostModel
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
 from collsim.workloads.executor import run_plan
 from collsim.workloads.model import Workload
 from collsim.workloads.plan import build_plan
 from collsim.workloads.results import StepResult
-from collsim.workloads.service import ServiceFactory, isolated, simulated
+from collsim.workloads.service import ServiceFactory
+from collsim.workloads.shared import shared
 
 
 def run_workload(workload: Workload, topology: Topology, gpus: int | None = None,
-                 service: ServiceFactory | None = None, costs: CostModel = IDEAL
+                 service: ServiceFactory | None = None, costs: CostModel | None = None
                  ) -> StepResult:
     """Plan and run one step on ``gpus`` GPUs of ``topology`` (default: the data degree the
     workload names, else every GPU). ``service`` times the calls; by default each call is
@@ -25,4 +26,4 @@ def run_workload(workload: Workload, topology: Topology, gpus: int | None = None
         raise InputError(f"the workload needs {plan.world} GPUs; topology "
                          f"'{topology.name}' has {topology.gpus}", file=workload.file,
                          key="parallelism", line=workload.lines.get(("parallelism",)))
-    return run_plan(plan, service or isolated(simulated(topology, costs)))
+    return run_plan(plan, service or shared(topology, costs))

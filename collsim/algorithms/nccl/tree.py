@@ -65,16 +65,16 @@ def _lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int, lane
     tags = lane_tags(lanes, lane)
     up, down = tags.phase(0), tags.phase(1)
     if parent is None:  # the root turns each chunk around
-        yield from _steps(regions, [(child, up, True) for child in children],
+        yield from relay_steps(regions, [(child, up, True) for child in children],
                           [(child, down) for child in children], lane)
         return
     yield Parallel([
-        _steps(regions, [(child, up, True) for child in children], [(parent, up)], lane),
-        _steps(regions, [(parent, down, False)], [(child, down) for child in children], lane),
+        relay_steps(regions, [(child, up, True) for child in children], [(parent, up)], lane),
+        relay_steps(regions, [(parent, down, False)], [(child, down) for child in children], lane),
     ])
 
 
-def _steps(regions: list[tuple[int, int]], receive: list, send: list, lane: int) -> Program:
+def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane: int) -> Program:
     """Step i receives chunk i from each of ``receive`` ((peer, tags, combine)) while it
     sends chunk i-1 to each of ``send`` ((peer, tags)); empty steps are skipped."""
     for i in range(len(regions) + 1):

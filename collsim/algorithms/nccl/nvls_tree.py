@@ -1,0 +1,120 @@
+"""NCCL's NVLSTree: NVLS inside every node, a double binary tree between nodes (notes §3.5;
+NCCL src/device/all_reduce.h ``runNvlsTree``, src/graph/trees.cc).
+
+Each node's NVSwitch (a helper rank) combines every chunk of its GPUs, and sends slice h of
+the node's sum to the slice's head (the node's GPU ``h mod size``). The heads of slice h
+form NCCL's tree over node positions (tree ``h mod 2`` of :func:`~collsim.nccl.layout.double_tree`):
+each head combines its children's slices into its own and passes it up while the root sends
+the global sum down; every head hands the global sum to its NVSwitch, which multicasts the
+chunk to the node's GPUs. Chunks pipeline through the whole path (NVLS's 128 KiB per channel
+by default; one lane of all channels). On one node this is ``nvls``.
+
+Not modelled: NCCL's split of the heads' threads between tree up and down by channel; the
+tree's chunk size differing from NVLS's inside the node (``NCCL_NVLSTREE_MAX_CHUNKSIZE``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from collsim.algorithms.nccl.nvls import (
+    RESULT,
+    TREE_DOWN,
+    TREE_UP,
+    gpu_threads,
+    head,
+    headed,
+    heads_of,
+    lane_chunks,
+    node_switch,
+    one_node_cost,
+    others_partial,
+)
+from collsim.algorithms.nccl.switches import (
+    channels_of,
+    node_groups,
+    nvswitch_of,
+    require,
+    slices,
+    with_helpers,
+)
+from collsim.algorithms.nccl.tree import relay_steps
+from collsim.algorithms.registry import register
+from collsim.nccl.layout import Tree, double_tree
+from collsim.program import Job, Parallel, Program
+
+
+def depth(tree: Tree) -> int:
+    """Hops from the deepest node of ``tree`` up to its root."""
+    deepest = 0
+    for node in range(len(tree.parent)):
+        hops, up = 0, tree.parent[node]
+        while up is not None:
+            hops, up = hops + 1, tree.parent[up]
+        deepest = max(deepest, hops)
+    return deepest
+
+
+def _program(rank: int, job: Job) -> Program:
+    p = job.nranks
+    if p == 1:
+        return
+    nodes = node_groups(job)
+    trees = double_tree(len(nodes))
+    many = len(nodes) > 1
+    cs = lane_chunks(job, 4 + 2 * max(depth(t) for t in trees) if many else 2)
+    if rank >= p:
+        yield from node_switch(job, nodes, rank - p, cs)
+        return
+    node = next(k for k, ranks in enumerate(nodes) if rank in ranks)
+    switch = p + node
+    threads = gpu_threads(switch, cs)
+    m = heads_of(nodes)
+    for h in headed(rank, nodes[node], m) if many else ():
+        tree = trees[h % 2]
+        up = tree.parent[node]
+        parent = None if up is None else head(nodes[up], h)
+        children = [head(nodes[child], h) for child in tree.children[node]]
+        piece = [slices(c, m)[h] for c in cs]
+        up, down = TREE_UP.part(h, m), TREE_DOWN.part(h, m)
+        receive = (others_partial(switch, nodes[node], h, m)
+                   + [(child, up, True) for child in children])
+        below = [(child, down) for child in children] + [(switch, RESULT.part(h, m))]
+        if parent is None:  # the root turns each chunk around
+            threads.append(relay_steps(piece, receive, below, 0))
+            continue
+        threads += [relay_steps(piece, receive, [(parent, up)], 0),
+                    relay_steps(piece, [(parent, down, False)], below, 0)]
+    yield Parallel(threads)
+
+
+def nvls_tree_job(job: Job, switches: list[str] | None = None) -> Job:
+    """``job`` with one NVSwitch helper rank per node (named ``n<k>.nvswitch`` unless
+    ``switches`` names them) and one lane of all channels."""
+    nodes = node_groups(job)
+    names = switches or [f"n{k}.nvswitch" for k in range(len(nodes))]
+    return replace(with_helpers(job, names, [len(ranks) * job.count for ranks in nodes]),
+                   lanes=(channels_of(job),))
+
+
+def _prepare(job: Job, topology: Any, gpus: list[int]) -> Job:
+    require(topology, "nvls", "nvls_tree")
+    nodes = node_groups(job)
+    return nvls_tree_job(job, [nvswitch_of(topology, gpus[ranks[0]], "nvls_tree")
+                               for ranks in nodes])
+
+
+@register(
+    "allreduce", "nvls_tree",
+    formula="one node (as nvls), k = min(⌈n/(channels·chunk)⌉, 64): (k+1)·(α/2 + n/k·β)",
+    cost=one_node_cost,
+    source="NCCL src/device/all_reduce.h runNvlsTree, src/graph/trees.cc (notes §2.6, §3.5)",
+    summary="NVLS inside each node, each slice's heads in a double binary tree across "
+            "nodes, pipelined in chunks",
+    params=("channels", "chunk_size"),
+    prepare=_prepare,
+)
+def nvls_tree_allreduce(rank: int, job: Job) -> Program:
+    """GPUs and NVSwitches (helper ranks) as laid out above."""
+    return _program(rank, job)

@@ -1,0 +1,58 @@
+"""``collsim jobs``: several jobs on one topology, each one's time and its slowdown."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from collsim.cli.common import add_topology_arguments, topology_from_args
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "jobs", help="several jobs sharing one fabric: each one's time and slowdown",
+        description="Run the jobs of a jobs file (workload steps or repeated collectives on "
+                    "disjoint GPU sets, each from its start time) on one simulation of the "
+                    "topology, then each job alone: its time, its time alone and the "
+                    "slowdown.")
+    parser.add_argument("jobs", metavar="JOBS", help="jobs YAML file")
+    add_topology_arguments(parser)
+    parser.add_argument("--link-report", action="store_true",
+                        help="print each directed link's load while the jobs share the "
+                             "fabric, by link kind")
+    parser.add_argument("--link-figure", metavar="FILE.png",
+                        help="draw the busiest links while the jobs share the fabric")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from collsim.workloads.jobs import format_jobs, run_jobs
+    from collsim.workloads.jobsfile import load_jobs
+
+    jobs = load_jobs(args.jobs)
+    topology = topology_from_args(args)
+    recording = bool(args.link_report or args.link_figure)
+    shared: list = []
+    if recording:
+        from collsim.engine.recording import RecordingFabric
+        results = run_jobs(jobs, topology, RecordingFabric, shared)
+    else:
+        results = run_jobs(jobs, topology)
+    if args.json:
+        print(json.dumps({"topology": topology.name, "jobs": [
+            {"name": r.name, "what": r.kind, "gpus": r.gpus, "start_s": r.start_s,
+             "time_s": r.time_s, "alone_s": r.solo_s, "slowdown": r.slowdown}
+            for r in results]}))
+    else:
+        print(format_jobs(results, topology.name))
+    if recording:
+        from collsim.output.linkload import format_link_report, link_loads
+        loads = link_loads(shared[0].simulation.fabric)
+        span = max(r.start_s + r.time_s for r in results)
+        if args.link_report:
+            print(format_link_report(loads, span))
+        if args.link_figure:
+            from collsim.output.linkfigure import link_figure
+            link_figure(loads, span, args.link_figure, f"{jobs.name} on {topology.name}")
+    return 0

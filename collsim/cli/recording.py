@@ -1,0 +1,58 @@
+"""Options shared by ``estimate`` and ``workload``: a Chrome trace, a link report (table and
+figure), and stragglers (``estimate``; a workload has its ``noise`` section)."""
+
+from __future__ import annotations
+
+import argparse
+
+from collsim.errors import InputError
+from collsim.units import UnitError, parse_time
+
+
+def add_recording_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trace", metavar="FILE.json",
+                        help="write a Chrome trace-event file (chrome://tracing, Perfetto)")
+    parser.add_argument("--trace-limit", type=int, default=500_000, metavar="N",
+                        help="keep at most N trace events, the earliest (default 500000)")
+    parser.add_argument("--link-report", action="store_true",
+                        help="print each directed link's bytes, busy time, average and peak "
+                             "utilisation and peak concurrent transfers, by link kind")
+    parser.add_argument("--link-figure", metavar="FILE.png",
+                        help="draw the link report's busiest links to a figure")
+
+
+def add_straggler_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--skew", metavar="TIME", default="0",
+                        help="rank start offsets drawn uniformly in [0, TIME] (seeded)")
+    parser.add_argument("--late", action="append", default=[], metavar="RANK=TIME",
+                        help="rank RANK starts TIME late (repeatable)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --skew (default 0)")
+
+
+def recording_wanted(args: argparse.Namespace) -> bool:
+    return bool(args.trace or args.link_report or args.link_figure)
+
+
+def check_limit(args: argparse.Namespace) -> None:
+    if args.trace_limit < 1:
+        raise InputError(f"--trace-limit must be positive, got {args.trace_limit}",
+                         key="--trace-limit")
+
+
+def straggler_arguments(args: argparse.Namespace) -> tuple[float, list[tuple[int, float]]]:
+    """(spread, [(rank, delay)]) from --skew and --late; bad values are InputErrors."""
+    try:
+        spread = parse_time(args.skew)
+    except UnitError as exc:
+        raise InputError(str(exc), key="--skew") from None
+    late = []
+    for text in args.late:
+        rank, sep, delay = text.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            late.append((int(rank), parse_time(delay)))
+        except (ValueError, UnitError):
+            raise InputError(f"expected RANK=TIME such as 3=2ms, got {text!r}",
+                             key="--late") from None
+    return spread, late

@@ -1,0 +1,139 @@
+"""NVLS (the NVSwitch reduces and multicasts): data against numpy for p = 1..40 on one node
+and on uneven nodes, closed forms on the ideal switch and on an NVSwitch node, a two-node
+allreduce through a SHARP switch by hand, and the machines NVLS refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collsim.algorithms import REGISTRY
+from collsim.algorithms.nccl.nvls import nvls_allreduce_job, nvls_one_node_job
+from collsim.engine.costs import IDEAL
+from collsim.engine.data import check_algorithm
+from collsim.errors import InputError
+from collsim.hardware.loader import load_topology, topology_from_text
+from collsim.hardware.topology import fully_connected, switch
+from collsim.program import Job
+from collsim.simulate import make_job, simulate
+from tests.test_nccl_algorithms import DTYPES, OPS, nodes_of
+
+COUNTS = (0, 1, 7, 3, 37)
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter"])
+def test_data_for_1_to_40_ranks_on_one_node(collective):
+    program = REGISTRY[collective, "nvls"].program
+    declare = nvls_allreduce_job if collective == "allreduce" else nvls_one_node_job
+    for p in range(1, 41):
+        dtype, op = DTYPES[p % len(DTYPES)], OPS[p % len(OPS)]
+        itemsize = np.dtype(dtype).itemsize
+        count = (COUNTS[p % 5] * p) // 3 + p % 4
+        job = Job(collective, p, count, itemsize,
+                  params={"channels": 1 + p % 4, "chunk_size": itemsize * (1 + p % 3)})
+        check_algorithm(program, declare(job), op, dtype, seed=p)
+
+
+def test_allreduce_data_across_uneven_nodes_through_network_switches():
+    program = REGISTRY["allreduce", "nvls"].program
+    for p in range(1, 41):
+        dtype, op = DTYPES[p % len(DTYPES)], OPS[(p + 1) % len(OPS)]
+        itemsize = np.dtype(dtype).itemsize
+        job = Job("allreduce", p, (0, 1, p + 3, 4 * p + 1)[p % 4], itemsize,
+                  params={"channels": 1 + p % 3, "chunk_size": itemsize * (1 + p % 5)},
+                  nodes=nodes_of(p, p))
+        declared = nvls_allreduce_job(job)
+        nodes = len(set(job.nodes))
+        assert len(declared.helpers) == (nodes + max(job.nodes.count(k) for k in set(job.nodes))
+                                         if nodes > 1 else 1)
+        check_algorithm(program, declared, op, dtype, seed=p)
+
+
+LATENCY, BANDWIDTH, REDUCE = 0.7e-6, 50e9, 400e9
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter"])
+def test_closed_forms_on_the_ideal_switch_for_channels_and_chunk_caps(collective):
+    machine = switch("ideal", 17, LATENCY, BANDWIDTH, REDUCE)
+    for p in (2, 5, 17):
+        unit = 4 * 64 * p
+        for channels in (1, 3):
+            # 0 bytes; a few chunks; more chunks than the cap of 64 (they grow instead).
+            for size in (0, 3 * channels * unit, 128 * 64 * channels * unit):
+                result = simulate(machine, collective, "nvls", p, size,
+                                  {"channels": channels, "chunk_size": unit})
+                assert result.time_s == pytest.approx(result.analytic_time_s, rel=1e-9)
+
+
+def test_the_allreduce_form_by_hand():
+    # 4 chunks of n/4: each goes up (L + c/B) while the previous comes down; 5 stage times.
+    machine = switch("ideal", 8, LATENCY, BANDWIDTH)
+    n = 4 * 2**20
+    result = simulate(machine, "allreduce", "nvls", 8, n, {"chunk_size": 2**20})
+    assert result.time_s == pytest.approx(5 * (LATENCY + n / 4 / BANDWIDTH), rel=1e-12)
+
+
+NODE = """
+kind: nvswitch
+gpus: 8
+nvlink: {latency: 0.5us, bandwidth: 300GB/s}
+gpu: {model: test, arch: 90}
+nccl: {launch: 0us, cpu: intel, nvls: true}
+"""
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter"])
+def test_an_nvswitch_node_meets_the_closed_form_and_uses_the_nodes_switch(collective):
+    machine = topology_from_text(NODE)
+    size = 8 * 4 * 64 * 10
+    result = simulate(machine, collective, "nvls", 8, size, {"chunk_size": 4 * 64 * 8},
+                      IDEAL)
+    assert result.time_s == pytest.approx(result.analytic_time_s, rel=1e-9)
+    job, _ = make_job(machine, REGISTRY[collective, "nvls"], 8, size, {"channels": 4})
+    assert [h.endpoint for h in job.helpers] == ["n0.nvswitch"] and job.lanes == (4,)
+
+
+def test_two_nodes_through_a_sharp_switch_by_hand():
+    # One chunk (k = 1): up to the NVSwitch (n), the node's sum of slice h to its head
+    # (n/8), to the leaf and back through PCIe and the NIC (n/8 each way), to the NVSwitch
+    # (n/8) and multicast (n): six stages one after another.
+    topology = load_topology("topologies/h100-cluster.yaml", {"nodes": 2, "nccl.sharp": True})
+    n = 8 * 2**20
+    result = simulate(topology, "allreduce", "nvls", 16, n,
+                      {"chunk_size": 2**30, "channels": 1}, IDEAL)
+    job, gpus = make_job(topology, REGISTRY["allreduce", "nvls"], 16, n, {})
+    assert [h.endpoint for h in job.helpers] == ["n0.nvswitch", "n1.nvswitch"] + ["leaf0"] * 8
+    net = topology.route(gpus[3], topology.endpoint("leaf0"))
+    net_latency = sum(topology.links[i].latency for i in net)
+    net_bandwidth = min(topology.links[i].bandwidth for i in net)
+    nvlink = 450e9
+    want = (2 * (0.5e-6 + n / nvlink) + 2 * (0.5e-6 + n / 8 / nvlink)
+            + 2 * (net_latency + n / 8 / net_bandwidth))
+    assert result.time_s == pytest.approx(want, rel=1e-12)
+
+
+def test_machines_without_nvls_are_refused_with_the_key_to_set():
+    cases = [
+        (load_topology("topologies/dgx-a100.yaml"), "allreduce", 8, "nccl.nvls"),
+        (fully_connected("mesh", 4, 1e-6, 1e9), "allreduce", 4, "nccl.nvls"),
+        (load_topology("topologies/h100-cluster.yaml", {"nodes": 2}), "allreduce", 16,
+         "nccl.sharp"),
+        (load_topology("topologies/h100-cluster.yaml", {"nodes": 2}), "allgather", 16, "ranks"),
+    ]
+    for topology, collective, p, key in cases:
+        with pytest.raises(InputError) as raised:
+            simulate(topology, collective, "nvls", p, 4 * 1024)
+        assert raised.value.key == key, str(raised.value)
+    with pytest.raises(InputError, match="declares that its NVSwitch can reduce"):
+        simulate(load_topology("topologies/dgx-a100.yaml"), "allreduce", "nvls", 8, 4096)
+
+
+def test_nvls_beats_the_ring_on_a_dgx_h100_at_large_sizes_under_ideal_costs():
+    # 256 MiB is 2048 chunks of 128 KiB, capped at 64: 65 stages of (0.5 us + n/64 at
+    # 450 GB/s); the ring's 14 steps move n/8 each.
+    topology = load_topology("topologies/dgx-h100.yaml")
+    n = 2**28
+    nvls = simulate(topology, "allreduce", "nvls", 8, n, {"channels": 1}, IDEAL).time_s
+    ring = simulate(topology, "allreduce", "ring", 8, n, {"channels": 1}, IDEAL).time_s
+    assert nvls == pytest.approx(65 * (0.5e-6 + n / 64 / 450e9), rel=1e-9)
+    assert ring == pytest.approx(14 * (1e-6 + n / 8 / 450e9), rel=1e-9)

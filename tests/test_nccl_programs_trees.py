@@ -1,0 +1,191 @@
+"""NVLSTree and CollNet (direct and chain): data against numpy for p = 1..40 on one node,
+uneven nodes and one GPU per node; timing by hand on two nodes of an H100 cluster; the
+closed forms (one node on the ideal switch) and the machines these programs refuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collsim.algorithms import REGISTRY
+from collsim.algorithms.nccl.collnet import collnet_chain_job, collnet_direct_job
+from collsim.algorithms.nccl.nvls import nvls_allreduce_job
+from collsim.algorithms.nccl.nvls_tree import depth, nvls_tree_job
+from collsim.engine.costs import IDEAL
+from collsim.engine.data import check_algorithm
+from collsim.errors import InputError
+from collsim.hardware.loader import load_topology, topology_from_text
+from collsim.hardware.topology import switch
+from collsim.nccl.layout import double_tree
+from collsim.program import Job
+from collsim.simulate import make_job, simulate
+from tests.test_nccl_algorithms import CLUSTER, DTYPES, OPS, nodes_of
+
+DECLARE = {"nvls_tree": nvls_tree_job, "collnet_direct": collnet_direct_job,
+           "collnet_chain": collnet_chain_job}
+
+
+@pytest.mark.parametrize("name", list(DECLARE))
+def test_data_for_1_to_40_ranks_on_one_node_uneven_nodes_and_one_gpu_per_node(name):
+    program = REGISTRY["allreduce", name].program
+    for p in range(1, 41):
+        dtype = DTYPES[p % len(DTYPES)]
+        itemsize = np.dtype(dtype).itemsize
+        # Uneven nodes for every p; one node and one GPU per node for every other p.
+        layouts = (nodes_of(p, p), () if p % 2 else tuple(range(p)))
+        for shape, nodes in enumerate(layouts):
+            op = OPS[(p + shape) % len(OPS)]
+            count = (0, 1, p + 3, 3 * p + 7, 37)[(p + shape) % 5]
+            job = Job("allreduce", p, count, itemsize, nodes=nodes,
+                      params={"channels": 1 + (p + shape) % 5,
+                              "chunk_size": itemsize * (1 + p % 4)})
+            check_algorithm(program, DECLARE[name](job), op, dtype, seed=p + shape)
+
+
+@pytest.mark.parametrize("name", ["nvls", "collnet_direct", "collnet_chain"])
+def test_data_through_two_level_sharp_trees(name):
+    """Heads grouped under leaves (two nodes a leaf), each leaf combining its heads' copies
+    and exchanging sums with a top switch above the leaves."""
+    declare = {"nvls": nvls_allreduce_job, "collnet_direct": collnet_direct_job,
+               "collnet_chain": collnet_chain_job}[name]
+    program = REGISTRY["allreduce", name].program
+    for p in range(2, 41, 3):
+        nodes = nodes_of(p, 7 * p)
+        job = Job("allreduce", p, (1, p + 3, 4 * p + 1)[p % 3], 8, nodes=nodes,
+                  params={"channels": 1 + p % 3, "chunk_size": 8 * (1 + p % 4)})
+        declared = declare(job, lambda head, nodes=nodes: f"leaf{nodes[head] // 2}")
+        if len(set(nodes)) > 2:
+            assert any(name.startswith("top") for name in (h.endpoint for h in declared.helpers))
+        check_algorithm(program, declared, OPS[p % len(OPS)], "int64", seed=p)
+
+
+MACHINE = CLUSTER + """gpu: {model: test, arch: 90}
+nccl: {launch: 0us, cpu: intel, nvls: true, sharp: true}
+"""
+
+
+@pytest.mark.parametrize("name", ["nvls", "nvls_tree", "collnet_direct", "collnet_chain"])
+def test_data_with_machine_plans_and_placement_lists(name):
+    """Jobs prepared on a machine (two leaves, spines above) with random GPU lists: helper
+    ranks on its NVSwitches, leaves and spines, and the data still right."""
+    algorithm = REGISTRY["allreduce", name]
+    rng = np.random.default_rng(len(name))
+    for nodes, nics in ((2, 1), (3, 2), (4, 4)):
+        topology = topology_from_text(MACHINE, {"nodes": nodes, "node.nics.count": nics})
+        for p in sorted({2, 5, 9, nodes * 8}):
+            gpus = sorted(int(g) for g in rng.choice(topology.gpus, p, replace=False))
+            params = {"placement": gpus, "channels": int(rng.integers(1, 9)), "chunk_size": 8}
+            job, _ = make_job(topology, algorithm, p, 4 * (7 * p + 3), params)
+            assert job.helpers and all(topology.endpoint(h.endpoint) >= topology.gpus
+                                       for h in job.helpers)
+            check_algorithm(algorithm.program, job, "sum", "int32", seed=p)
+
+
+def test_the_double_trees_depth():
+    assert [depth(tree) for tree in double_tree(1)] == [0, 0]
+    assert [depth(tree) for tree in double_tree(2)] == [1, 1]
+    # 0 <- 4 <- 2 <- 1 (and 3, 5, 6 below 2 and 6): the in-order tree over 8 nodes.
+    assert depth(double_tree(8)[0]) == 3
+
+
+def cluster(nodes: int = 2):
+    return load_topology("topologies/h100-cluster.yaml", {"nodes": nodes, "nccl.sharp": True})
+
+
+def route_figures(topology, src: int, dst: int) -> tuple[float, float]:
+    route = topology.route(src, dst)
+    return (sum(topology.links[i].latency for i in route),
+            min(topology.links[i].bandwidth for i in route))
+
+
+NVLINK_LATENCY, NVLINK = 0.5e-6, 450e9  # h100-cluster.yaml's NVLink4, per hop and direction
+
+
+def test_nvls_tree_on_two_nodes_by_hand():
+    # One chunk: up to the NVSwitch (n), the node's slice to its head (n/8), the child head
+    # to the root head over the network (n/8), the global sum back (n/8), to the NVSwitch
+    # (n/8) and multicast (n). Each GPU heads one slice on its own NIC: nothing contends.
+    topology = cluster()
+    n = 8 * 2**20
+    result = simulate(topology, "allreduce", "nvls_tree", 16, n,
+                      {"chunk_size": 2**30, "channels": 1}, IDEAL)
+    latency, bandwidth = route_figures(topology, 3, 11)
+    want = (2 * (NVLINK_LATENCY + n / NVLINK) + 2 * (NVLINK_LATENCY + n / 8 / NVLINK)
+            + 2 * (latency + n / 8 / bandwidth))
+    assert result.time_s == pytest.approx(want, rel=1e-12)
+    job, _ = make_job(topology, REGISTRY["allreduce", "nvls_tree"], 16, n, {"channels": 3})
+    assert [h.endpoint for h in job.helpers] == ["n0.nvswitch", "n1.nvswitch"]
+    assert job.lanes == (3,)
+
+
+def test_collnet_direct_on_two_nodes_by_hand():
+    # One chunk: each GPU sends 7 slices of n/8 to the node's other GPUs (NVLink through the
+    # NVSwitch, two hops), each head sends its slice to the leaf and gets the sum back
+    # through PCIe and its NIC, then sends it to the 7 others.
+    topology = cluster()
+    n = 8 * 2**20
+    result = simulate(topology, "allreduce", "collnet_direct", 16, n,
+                      {"chunk_size": 2**30, "channels": 1}, IDEAL)
+    leaf = topology.endpoint("leaf0")
+    latency, bandwidth = route_figures(topology, 3, leaf)
+    want = (2 * (2 * NVLINK_LATENCY + 7 * n / 8 / NVLINK)
+            + 2 * (latency + n / 8 / bandwidth))
+    assert result.time_s == pytest.approx(want, rel=1e-12)
+    job, _ = make_job(topology, REGISTRY["allreduce", "collnet_direct"], 16, n, {})
+    assert [h.endpoint for h in job.helpers] == ["leaf0"] * 8
+
+
+def test_collnet_chain_lanes_each_reach_their_own_switch():
+    # Two nodes, 8 NICs: channel c's chains start at the GPU on NIC c mod 8; every lane's
+    # heads are under leaf0; one helper per lane.
+    topology = cluster()
+    job, _ = make_job(topology, REGISTRY["allreduce", "collnet_chain"], 16, 4 * 1024,
+                      {"channels": 16})
+    assert job.lanes == (2,) * 8 and [h.endpoint for h in job.helpers] == ["leaf0"] * 8
+    one, more = (simulate(topology, "allreduce", "collnet_chain", 16, 2**26,
+                          {"channels": c}).time_s for c in (1, 8))
+    assert 4 < one / more < 8  # 8 chains side by side, each through its own NIC
+
+
+def test_heads_under_two_leaves_reduce_there_and_meet_on_a_spine_per_slice():
+    # 8 nodes of 8 NICs on 32-port leaves: nodes 0-3 under leaf0, 4-7 under leaf1. Each
+    # slice's heads reduce at their leaf; slice h's leaves meet on spine h (8 spines).
+    topology = cluster(8)
+    job, _ = make_job(topology, REGISTRY["allreduce", "collnet_direct"], 64, 4096, {})
+    assert [h.endpoint for h in job.helpers] == [
+        name for h in range(8) for name in ("leaf0", "leaf1", f"spine{h}")]
+    tree = job.layout.trees[1]
+    assert tree.leaves == ((64 + 3, (1, 9, 17, 25)), (64 + 4, (33, 41, 49, 57)))
+    assert tree.top == 64 + 5 and tree.parent(41) == 64 + 4
+
+
+@pytest.mark.parametrize("name,low,high", [("collnet_direct", 0.9, 1.1),
+                                           ("collnet_chain", 1.0, 1.35)])
+def test_collnet_models_against_the_simulation_on_one_switch(name, low, high):
+    machine = switch("ideal", 17, 0.7e-6, 50e9, 400e9)
+    for p in (2, 3, 8, 17):
+        for size in (4096, 2**21, 2**24):
+            for channels in (1, 4)[: 2 if p < 17 else 1]:
+                result = simulate(machine, "allreduce", name, p, size, {"channels": channels})
+                ratio = result.analytic_time_s / result.time_s
+                assert low - 1e-9 <= ratio <= high, (p, size, channels, ratio)
+
+
+def test_nvls_tree_on_one_node_is_nvls():
+    machine = switch("ideal", 8, 0.7e-6, 50e9)
+    for size in (0, 4096, 2**22):
+        tree = simulate(machine, "allreduce", "nvls_tree", 8, size)
+        nvls = simulate(machine, "allreduce", "nvls", 8, size)
+        assert tree.time_s == nvls.time_s == pytest.approx(tree.analytic_time_s, rel=1e-9)
+
+
+def test_machines_that_cannot_reduce_in_their_switches_are_refused():
+    plain = load_topology("topologies/h100-cluster.yaml", {"nodes": 2})
+    for name in ("collnet_direct", "collnet_chain"):
+        with pytest.raises(InputError) as raised:
+            simulate(plain, "allreduce", name, 16, 4096)
+        assert raised.value.key == "nccl.sharp"
+    with pytest.raises(InputError) as raised:
+        simulate(load_topology("topologies/a100-cluster.yaml", {"nodes": 2}), "allreduce",
+                 "nvls_tree", 16, 4096)
+    assert raised.value.key == "nccl.nvls"
