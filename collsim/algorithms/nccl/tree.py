@@ -93,7 +93,8 @@ def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane:
     With ``window`` > 1 the chunks are dealt to that many slots run side by side (chunk i
     to slot i mod ``window``), each relaying its own chunks as above: up to ``window``
     chunks are in flight on each connection, as NCCL's ``NCCL_STEPS`` buffers per peer,
-    so a hop's latency is paid once per window rather than once per chunk."""
+    so a hop's latency is paid once per window rather than once per chunk; but the slots'
+    sends share links fairly rather than going in order (see :data:`WINDOW`)."""
     if window <= 1 or len(regions) <= 1:
         yield from _relay(range(len(regions)), regions, receive, send, lane)
         return
