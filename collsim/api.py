@@ -18,7 +18,7 @@ import numpy as np
 
 from collsim.algorithms.registry import REGISTRY, Algorithm, Cost, get_algorithm
 from collsim.collectives import COLLECTIVES, REDUCE_OPS
-from collsim.engine.costs import IDEAL, CostModel
+from collsim.engine.costs import CostModel
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology as _load_file
 from collsim.hardware.shipped import resolve_topology, shipped_names
@@ -32,7 +32,7 @@ from collsim.scenarios.loader import scenario_from_text
 from collsim.scenarios.model import Scenario
 from collsim.scenarios.runner import TABLE_FILE, RunOptions
 from collsim.scenarios.runner import run_scenario as _run
-from collsim.simulate import PointResult, analytic_time, check_params, simulate
+from collsim.simulate import PointResult, check_params, expected_time, simulate
 from collsim.units import UnitError
 
 # Algorithms registered through this interface: they may be replaced; built-in ones not.
@@ -77,22 +77,10 @@ def estimate(topology: str | Path | Topology, collective: str, algorithm: str, r
         return simulate(machine, collective, algorithm, ranks, size_bytes, point, model)
     from collsim.cli.watch import Watch
 
-    with Watch(_closed_form(machine, collective, algorithm, ranks, size_bytes, point, model),
+    with Watch(expected_time(machine, collective, algorithm, ranks, size_bytes, point, model),
                enabled=True) as watch:
         return simulate(machine, collective, algorithm, ranks, size_bytes, point, model,
                         observe=watch)
-
-
-def _closed_form(machine: Topology, collective: str, algorithm: str, ranks: int, size: int,
-                 params: dict[str, Any], costs: CostModel | None) -> float | None:
-    """The closed-form time for the progress line; None if there is none or the input is
-    bad (the simulation reports that itself)."""
-    try:
-        chosen = get_algorithm(collective, algorithm)
-        return analytic_time(machine, chosen, ranks, size, check_params(chosen, ranks, params),
-                             IDEAL if costs is None else costs)
-    except (InputError, ValueError, ArithmeticError):
-        return None
 
 
 def load_scenario(path: str | Path | None = None, *, text: str | None = None,

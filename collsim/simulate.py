@@ -13,7 +13,14 @@ from collsim.engine.timing import TimingEngine
 from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks, ring_order
 from collsim.hardware.topology import Topology
-from collsim.nccl.call import SELECTORS, Plan, check_protocol, is_nccl, plan
+from collsim.nccl.call import (
+    SELECTORS,
+    Plan,
+    canonical_algorithm,
+    check_protocol,
+    is_nccl,
+    plan,
+)
 from collsim.nccl.constants import MAX_CHANNELS
 from collsim.output.table import TABLE_COLUMNS
 from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
@@ -72,10 +79,16 @@ class PointResult:
         return f" ({', '.join(parts)})" if parts else ""
 
 
+def accepted_params(algorithm: Algorithm) -> tuple[str, ...]:
+    """The parameters ``algorithm`` takes: the common ones, its own, and ``protocol`` for
+    NCCL's algorithms."""
+    return COMMON_PARAMS + tuple(algorithm.params) + (
+        ("protocol",) if is_nccl(algorithm.name) and "protocol" not in algorithm.params else ())
+
+
 def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> dict[str, Any]:
     """Validated algorithm parameters: known names, root in range, chunk_size a size > 0."""
-    accepted = COMMON_PARAMS + tuple(algorithm.params) + (
-        ("protocol",) if is_nccl(algorithm.name) and "protocol" not in algorithm.params else ())
+    accepted = accepted_params(algorithm)
     for name in params:
         if name not in accepted:
             raise InputError(f"{algorithm.collective}/{algorithm.name} takes no parameter "
@@ -164,6 +177,23 @@ def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_byt
     return costs.launch + form
 
 
+def expected_time(topology: Topology, collective: str, algorithm: str, ranks: int,
+                  size_bytes: int, params: dict[str, Any] | None = None,
+                  costs: CostModel | None = None) -> float | None:
+    """The closed-form time of a call under the cost model it would run with, for a progress
+    line's "of about"; None where there is none (``auto``, ``best``) or the input is bad (the
+    simulation reports that itself)."""
+    algorithm = canonical_algorithm(collective, algorithm)
+    if algorithm in SELECTORS:
+        return None
+    try:
+        chosen = get_algorithm(collective, algorithm)
+        job, _, call = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
+        return analytic_time(topology, chosen, ranks, size_bytes, job.params, call.costs)
+    except (InputError, ValueError, ArithmeticError):
+        return None
+
+
 def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, size_bytes: int,
              params: dict[str, Any] | None = None, costs: CostModel | None = None,
              observe: Callable[[TimingEngine], Any] | None = None) -> PointResult:
@@ -172,6 +202,9 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     and protocol, simulated); ``costs`` replaces the machine's cost model (ideal on the
     canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.nccl.call`).
     ``observe``, if given, is called with the engine before it runs (a progress display)."""
+    import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
+
+    algorithm = canonical_algorithm(collective, algorithm)
     if algorithm in SELECTORS:
         from collsim.nccl.select import simulate_selected
 

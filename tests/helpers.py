@@ -9,6 +9,21 @@ from collsim.engine.fabric import Fabric
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.hardware.topology import Link, Topology
 
+# Two nodes of 4 GPUs, one node per leaf, one spine: every byte between the nodes crosses
+# leaf0's single uplink of 4 x 25 GB/s (divided by fabric.oversubscription if set).
+SMALL_FAT_TREE = """
+kind: cluster
+nodes: 2
+node:
+  kind: nvswitch
+  gpus: 4
+  nvlink: {latency: 0us, bandwidth: 400GB/s}
+  pcie: {switches: 1, link: {latency: 0us, bandwidth: 100GB/s},
+         uplink: {latency: 0us, bandwidth: 100GB/s}}
+  nics: {count: 4, link: {latency: 0us, bandwidth: 25GB/s}}
+fabric: {kind: fat_tree, leaf_ports: 4, spines: 1, latency: 0us}
+"""
+
 
 class ExplicitTopology(Topology):
     """A topology whose routes are given as a table {(src, dst): (link indices...)}."""

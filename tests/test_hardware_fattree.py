@@ -12,19 +12,9 @@ import pytest
 
 from collsim.hardware.loader import topology_from_text
 from collsim.simulate import simulate
+from tests.helpers import SMALL_FAT_TREE
 
-FAT_TREE = """
-kind: cluster
-nodes: 2
-node:
-  kind: nvswitch
-  gpus: 4
-  nvlink: {latency: 0us, bandwidth: 400GB/s}
-  pcie: {switches: 1, link: {latency: 0us, bandwidth: 100GB/s},
-         uplink: {latency: 0us, bandwidth: 100GB/s}}
-  nics: {count: 4, link: {latency: 0us, bandwidth: 25GB/s}}
-fabric: {kind: fat_tree, leaf_ports: 4, spines: 1, latency: 0us}
-"""
+FAT_TREE = SMALL_FAT_TREE
 NVLINK, NIC = 400e9, 25e9
 SIZE = 8 * 2**20
 RATIOS = (1, 2, 4)

@@ -190,8 +190,7 @@ def test_the_choice_map_draws_what_auto_selected(tmp_path):
     assert drawn.files == [] and "no rows of algorithm 'auto'" in drawn.notes[0]
 
 
-def test_scenarios_skip_auto_where_there_are_no_nccl_figures_and_refuse_protocol_sweeps(
-        tmp_path):
+def test_scenarios_skip_auto_where_there_are_no_nccl_figures():
     from collsim.api import load_scenario, run_scenario
 
     text = """
@@ -209,7 +208,142 @@ sweep: {size: [8, 1MiB], ranks: [8]}
         want = None if r["topology"] == "ideal-switch" else \
             simulate(DGX, "allreduce", r["algorithm"], 8, r["size_bytes"]).protocol
         assert r["protocol"] == want
-    for key in ("protocol", "channels"):
-        swept = text.replace("ranks: [8]}", f"ranks: [8], param: {{{key}: [4]}}}}")
-        with pytest.raises(InputError, match=f"'{key}' is already a column"):
-            load_scenario(text=swept)
+
+
+def test_protocol_and_channels_sweep_like_any_parameter(tmp_path):
+    from collsim.api import load_scenario, run_scenario
+    from collsim.output.table import key_columns
+
+    text = """
+name: s
+topologies: [dgx-h100]
+collectives: [allreduce]
+algorithms: [ring, binomial]
+sweep: {size: [8, 1GiB], ranks: [8], param: {protocol: [ll, Simple], channels: [2, auto]}}
+"""
+    rows = run_scenario(load_scenario(text=text), tmp_path / "out")
+    assert rows.columns[10:] == ["selected", "protocol", "channels"]
+    assert key_columns(rows.columns)[-2:] == ["protocol", "channels"]
+    ring = [r for r in rows if r["algorithm"] == "ring"]
+    assert len(ring) == 8 and len(rows) == 10      # binomial takes neither: one row per size
+    for r in ring:   # the value asked for, and the time of that call
+        params = {"protocol": r["protocol"], "channels": r["channels"]}
+        assert r["time_s"] == simulate(DGX, "allreduce", "ring", 8, r["size_bytes"],
+                                       params).time_s
+    assert {(r["protocol"], r["channels"]) for r in rows if r["algorithm"] == "binomial"} == \
+        {(None, None)}
+    # The table is complete: resuming runs nothing.
+    again = run_scenario(load_scenario(text=text), tmp_path / "out", resume=True)
+    assert [r["time_s"] for r in again] == [r["time_s"] for r in rows]
+
+
+def test_auto_runs_nccls_point_to_point_program_for_alltoall():
+    import collsim
+    from collsim.algorithms.registry import REGISTRY
+
+    standing_in = ("alltoall", "nccl_p2p") not in REGISTRY
+    if standing_in:   # until NCCL's own program is registered: any alltoall program will do
+        collsim.register("alltoall", "nccl_p2p", params=("channels",))(
+            REGISTRY["alltoall", "direct"].program)
+    try:
+        auto = simulate(DGX, "alltoall", "auto", 8, MiB)
+        forced = simulate(DGX, "alltoall", "nccl_p2p", 8, MiB, {"channels": 1})
+        assert (auto.selected, auto.protocol, auto.channels) == ("nccl_p2p", "Simple", 1)
+        assert auto.time_s == forced.time_s
+    finally:
+        if standing_in:
+            collsim.unregister("alltoall", "nccl_p2p")
+    with pytest.raises(InputError, match="no NCCL algorithm for gather") as raised:
+        simulate(DGX, "gather", "auto", 8, MiB)
+    assert raised.value.key == "algorithm"
+
+
+def test_a_protocol_the_family_does_not_run_is_refused_at_its_key():
+    from collsim.nccl.call import plan
+
+    with pytest.raises(InputError, match="Simple protocol only") as raised:
+        plan(DGX, "allreduce", "nvls", list(range(8)), MiB, {"protocol": "LL"})
+    assert raised.value.key == "param.protocol"
+
+
+def test_a_scenario_may_name_nccl_algorithms_without_a_program_yet():
+    from collsim.algorithms.registry import REGISTRY
+    from collsim.api import load_scenario
+    from collsim.nccl.names import ALGORITHMS
+    from collsim.scenarios.sweep import expand
+
+    missing = [name for name in ALGORITHMS if ("allreduce", name) not in REGISTRY]
+    names = ["ring", *missing]
+    scenario = load_scenario(text=f"""
+name: s
+topologies: [dgx-h100]
+collectives: [allreduce]
+algorithms: [{", ".join(names)}]
+sweep: {{size: [8, 1MiB, 1GiB], ranks: [4, 8]}}
+where: "size < GiB"
+""")
+    sweep = expand(scenario)
+    assert {p.algorithm for p in sweep.points} == {"ring"} and len(sweep.points) == 4
+    assert dict(sweep.skipped) == {f"NCCL's {name} for allreduce, which has no program yet": 4
+                                   for name in missing}
+    with pytest.raises(InputError, match="no allreduce algorithm named 'nvlss'"):
+        load_scenario(text="""
+name: s
+topologies: [dgx-h100]
+collectives: [allreduce]
+algorithms: [ring, nvlss]
+sweep: {size: [8]}
+""")
+
+
+def test_the_progress_lines_closed_form_uses_the_calls_cost_model():
+    from collsim.simulate import expected_time
+
+    ring = simulate(DGX, "allreduce", "ring", 8, GiB)
+    assert ring.analytic_time_s is not None
+    assert expected_time(DGX, "allreduce", "ring", 8, GiB) == ring.analytic_time_s
+    assert expected_time(DGX, "allreduce", "ring", 8, GiB, costs=IDEAL) < ring.analytic_time_s
+    assert expected_time(DGX, "allreduce", "auto", 8, GiB) is None
+    assert expected_time(DGX, "allreduce", "ring", 8, GiB, {"channels": 0}) is None
+
+
+def test_topo_show_prints_nccls_choice_by_size(capsys):
+    from collsim.nccl.report import CHOICE_SIZES
+    from collsim.units import format_size
+
+    assert main(["topo", "show", "dgx-h100", "--no-bisection"]) == 0
+    out = capsys.readouterr().out
+    index = {format_size(size): i for i, size in enumerate(CHOICE_SIZES)}
+    covered = []
+    for line in out[out.index("NCCL's choice"):].splitlines()[1:]:
+        sizes, pick = line.split(None, 1)
+        first, _, last = sizes.partition("-")
+        span = range(index[first], index[last or first] + 1)
+        covered += span
+        for i in span:   # every size of the line has that pick
+            choice = choose(nccl_system(DGX), "allreduce", CHOICE_SIZES[i])
+            mark = "" if choice.algorithm in registered_nccl("allreduce") else "*"
+            assert pick.startswith(f"{choice.algorithm}{mark} {choice.protocol}, "
+                                   f"{choice.channels} channel")
+    assert covered == list(range(len(CHOICE_SIZES)))
+
+
+def test_nccl_algo_spellings_and_selectors_in_any_case():
+    tree = simulate(DGX, "allreduce", "nccl_tree", 8, MiB)
+    for spelling in ("Tree", "TREE", "tree"):
+        same = simulate(DGX, "allreduce", spelling, 8, MiB)
+        assert (same.algorithm, same.time_s) == ("nccl_tree", tree.time_s)
+    assert simulate(DGX, "allreduce", "Ring", 8, MiB).algorithm == "ring"
+    assert simulate(DGX, "allreduce", "AUTO", 8, MiB).algorithm == "auto"
+    with pytest.raises(InputError, match="no allreduce algorithm named 'Trees'"):
+        simulate(DGX, "allreduce", "Trees", 8, MiB)
+    from collsim.api import load_scenario
+
+    scenario = load_scenario(text="""
+name: s
+topologies: [dgx-h100]
+collectives: [allreduce]
+algorithms: [Ring, Tree, Auto]
+sweep: {size: [8]}
+""")
+    assert scenario.algorithms["allreduce"] == ["ring", "nccl_tree", "auto"]

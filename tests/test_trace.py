@@ -15,6 +15,7 @@ from collsim.output.linkload import link_loads
 from collsim.output.trace import call_trace
 from collsim.recorded import draw_offsets, record_call
 from collsim.simulate import simulate
+from tests.helpers import SMALL_FAT_TREE
 
 CASES = [("allreduce", "ring", 5), ("allreduce", "double_binary_tree", 7),
          ("allgather", "bruck", 6), ("reduce", "binomial", 3), ("alltoall", "pairwise", 4),
@@ -79,18 +80,7 @@ def test_every_flow_moves_its_bytes_and_links_carry_the_ring_closed_form():
         assert load.busy_s <= recorded.time_s + 1e-15
 
 
-FAT_TREE = """
-kind: cluster
-nodes: 2
-node:
-  kind: nvswitch
-  gpus: 4
-  nvlink: {latency: 0us, bandwidth: 400GB/s}
-  pcie: {switches: 1, link: {latency: 0us, bandwidth: 100GB/s},
-         uplink: {latency: 0us, bandwidth: 100GB/s}}
-  nics: {count: 4, link: {latency: 0us, bandwidth: 25GB/s}}
-fabric: {kind: fat_tree, leaf_ports: 4, spines: 1, latency: 0us, oversubscription: 2}
-"""
+FAT_TREE = SMALL_FAT_TREE.replace("latency: 0us}\n", "latency: 0us, oversubscription: 2}\n")
 
 
 def test_the_link_report_shows_the_oversubscribed_uplink():

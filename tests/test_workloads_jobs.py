@@ -13,21 +13,9 @@ from collsim.errors import InputError
 from collsim.hardware.loader import topology_from_text
 from collsim.workloads.jobs import run_jobs
 from collsim.workloads.jobsfile import jobs_from_text, parse_gpus
+from tests.helpers import SMALL_FAT_TREE
 
-# Two nodes of 4 GPUs, one node per leaf, one spine: every byte between the nodes crosses
-# leaf0's single uplink of 4 x 25 GB/s / oversubscription.
-FAT_TREE = """
-kind: cluster
-nodes: 2
-node:
-  kind: nvswitch
-  gpus: 4
-  nvlink: {latency: 0us, bandwidth: 400GB/s}
-  pcie: {switches: 1, link: {latency: 0us, bandwidth: 100GB/s},
-         uplink: {latency: 0us, bandwidth: 100GB/s}}
-  nics: {count: 4, link: {latency: 0us, bandwidth: 25GB/s}}
-fabric: {kind: fat_tree, leaf_ports: 4, spines: 1, latency: 0us}
-"""
+FAT_TREE = SMALL_FAT_TREE   # every byte between its nodes crosses one 100 GB/s uplink
 NIC = 25e9
 SIZE = 8 * 2**20
 

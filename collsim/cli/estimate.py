@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from collsim.algorithms.registry import get_algorithm
 from collsim.cli.common import (
     add_param_argument,
     add_topology_arguments,
@@ -21,9 +20,8 @@ from collsim.cli.recording import (
     straggler_arguments,
 )
 from collsim.cli.watch import Watch
-from collsim.errors import InputError
 from collsim.hardware.topology import Topology
-from collsim.simulate import PointResult, analytic_time, check_params, simulate
+from collsim.simulate import PointResult, expected_time, simulate
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -55,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     spread, late = straggler_arguments(args)
     check_limit(args)
     topology = topology_from_args(args)
-    with Watch(_closed_form(topology, args, size)) as watch:
+    with Watch(expected_time(topology, args.collective, args.algorithm, args.ranks, size,
+                             params_from_args(args))) as watch:
         result = simulate(topology, args.collective, args.algorithm, args.ranks, size,
                           params_from_args(args), observe=watch)
     extra: dict = {}
@@ -124,12 +123,3 @@ def _recorded(args: argparse.Namespace, topology: Topology, size: int, result: P
                         f"{topology.name}")
     return extra, lines
 
-
-def _closed_form(topology: Topology, args: argparse.Namespace, size: int) -> float | None:
-    """The closed-form time, for the progress line's "of about"; None if there is none."""
-    try:
-        algorithm = get_algorithm(args.collective, args.algorithm)
-        params = check_params(algorithm, args.ranks, params_from_args(args))
-        return analytic_time(topology, algorithm, args.ranks, size, params)
-    except (InputError, ValueError, ArithmeticError):
-        return None  # the simulation reports the bad input itself

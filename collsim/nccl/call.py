@@ -19,10 +19,14 @@ from collsim.algorithms.nccl.channels import LOOPED, ring_chunk_bytes
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
-from collsim.nccl.names import ALGORITHMS, PROTOCOLS, protocol_name
+from collsim.nccl.names import ALGORITHMS, PROTOCOLS, algorithm_name, protocol_name
 from collsim.nccl.protocols import cost_model, nccl_figures
 
 SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorithm
+# NCCL runs alltoall as grouped sends and receives, which its tuner does not model; auto runs
+# collsim's program of them when it is registered (Simple costs, one channel: how NCCL spreads
+# peers over channels is not modelled).
+POINT_TO_POINT = {"alltoall": "nccl_p2p"}
 NCCL_PARAMS = ("protocol", "channels")
 TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL = "ring", "Simple"
 
@@ -37,6 +41,23 @@ class Plan:
     costs: CostModel
     protocol: str | None
     channels: int | None
+
+
+def canonical_algorithm(collective: str, name: Any) -> Any:
+    """collsim's name for an algorithm as a user typed it: ``auto`` and ``best`` in any case,
+    and NCCL's ``NCCL_ALGO`` spellings of its algorithms (``Tree``, ``NVLSTree``, ``RING``);
+    a registered name, or anything else, as given."""
+    from collsim.algorithms.registry import REGISTRY
+
+    if not isinstance(name, str) or (collective, name) in REGISTRY:
+        return name
+    lowered = name.strip().lower()
+    if lowered in SELECTORS:
+        return lowered
+    try:
+        return algorithm_name(name)
+    except InputError:
+        return name
 
 
 def is_nccl(name: str) -> bool:
@@ -95,7 +116,10 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
         # NCCL's ring runs loops of one chunk per rank and channel, the chunk set by the
         # protocol (ring_chunk_bytes); a caller's cost model has no protocol: one loop.
         params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
-    model = cost_model(topology, algorithm, protocol, gpus)
+    try:
+        model = cost_model(topology, algorithm, protocol, gpus)
+    except InputError as exc:  # a protocol the family does not run (NVLS: Simple only)
+        raise InputError(exc.message, key="param.protocol") from None
     return Plan(params, model if costs is None else costs, None if costs is not None else protocol,
                 channels if has_channels else None)
 
@@ -136,6 +160,12 @@ def _modelled() -> tuple[str, ...]:
     return MODELLED_COLLECTIVES
 
 
+def _registered(collective: str, name: str) -> bool:
+    from collsim.algorithms.registry import REGISTRY
+
+    return (collective, name) in REGISTRY
+
+
 def registered_nccl(collective: str) -> list[str]:
     """NCCL's algorithms registered for ``collective``, in NCCL's order."""
     from collsim.algorithms.registry import algorithms_for
@@ -168,6 +198,9 @@ def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
                          "or use a machine with them (collsim topo list)", key="algorithm")
     registered = registered_nccl(collective)
     if not registered:
+        program = POINT_TO_POINT.get(collective)
+        if program is not None and _registered(collective, program):
+            return AutoChoice(program, TEXTBOOK_PROTOCOL, 1)
         raise InputError(f"no NCCL algorithm for {collective} is implemented, so auto has "
                          "nothing to choose from", key="algorithm")
     choice = None

@@ -14,7 +14,9 @@ from collsim.nccl.adapter import nccl_system
 from collsim.nccl.names import PROTOCOLS
 from collsim.nccl.protocols import ProtocolCosts, nccl_figures, protocol_costs
 from collsim.nccl.search import Graph, Graphs, search
+from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import SIMPLE_ONLY
+from collsim.units import format_size
 
 
 def _us(seconds: float) -> str:
@@ -70,7 +72,40 @@ def format_nccl(topology: Topology) -> str | None:
                      f"{graphs.nvls.bw_intra:g} intra / {graphs.nvls.bw_inter:g} inter")
     nvls = f", NVLS {graphs.nvls_channels}" if graphs.nvls_channels else ""
     lines.append(f"  channels      {graphs.channels} at run time{nvls}")
+    lines += choice_lines(system)
     return "\n".join(lines)
+
+
+CHOICE_SIZES = tuple(8 ** k for k in range(1, 12))  # 8 B to 8 GiB, as scenarios/nccl-h100.yaml
+
+
+def choice_lines(system: NcclSystem, collective: str = "allreduce") -> list[str]:
+    """NCCL's choice (algorithm, protocol, channels) for ``collective`` on ``system`` from 8 B
+    to 8 GiB, sizes with the same choice on one line; ``*`` marks an algorithm collsim has no
+    program for (``auto`` then runs the best one it has)."""
+    from collsim.nccl.call import registered_nccl
+    from collsim.nccl.choice import choose
+
+    if system.ranks < 2:
+        return []
+    have = set(registered_nccl(collective))
+    picks = []
+    for size in CHOICE_SIZES:
+        choice = choose(system, collective, size)
+        if choice is not None:
+            mark = "" if choice.algorithm in have else "*"
+            picks.append((size, f"{choice.algorithm}{mark} {choice.protocol}, "
+                                f"{choice.channels} channel{'s' if choice.channels > 1 else ''}"))
+    lines = [f"NCCL's choice   ({collective} on every GPU; collsim estimate -a auto; * no "
+             "program yet)"]
+    start = 0
+    for i in range(1, len(picks) + 1):
+        if i == len(picks) or picks[i][1] != picks[start][1]:
+            sizes = format_size(picks[start][0]) + (
+                "" if i - 1 == start else f"-{format_size(picks[i - 1][0])}")
+            lines.append(f"  {sizes:<12}  {picks[start][1]}")
+            start = i
+    return lines
 
 
 def _families(topology: Topology, graphs: Graphs) -> list[str]:

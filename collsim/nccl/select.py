@@ -12,7 +12,7 @@ from collsim.engine.costs import CostModel
 from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks
 from collsim.hardware.topology import Topology
-from collsim.nccl.call import NCCL_PARAMS, auto_choice, candidates, takes_channels
+from collsim.nccl.call import NCCL_PARAMS, auto_choice, candidates, is_nccl, takes_channels
 from collsim.params import COMMON_PARAMS
 
 
@@ -60,7 +60,7 @@ def simulate_selected(topology: Topology, collective: str, selector: str, ranks:
 def _with(params: dict[str, Any], collective: str, algorithm: str, protocol: str,
           channels: int | str) -> dict[str, Any]:
     """``params`` with the protocol, and the channels where the algorithm takes them."""
-    chosen = {**params, "protocol": protocol}
+    chosen = {**params, "protocol": protocol} if is_nccl(algorithm) else dict(params)
     if takes_channels(collective, algorithm):
         chosen["channels"] = channels
     return chosen

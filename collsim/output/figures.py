@@ -36,7 +36,7 @@ from collsim.output.style import (
     time_axis,
     title,
 )
-from collsim.output.table import OUTCOME_COLUMNS
+from collsim.output.table import outcome_columns
 from collsim.units import format_size, parse_size
 
 SIZES_PER_SCALING_FIGURE = 4
@@ -229,8 +229,10 @@ def speedup(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]
     if not others:
         raise Skip("it needs an algorithm besides the baseline")
 
+    skip = _NOT_THE_POINT | outcome_columns(list(rows[0]))
+
     def point(row: Row) -> tuple[Any, ...]:
-        return tuple((k, v) for k, v in row.items() if k not in _MEASURED_AND_ALGORITHM)
+        return tuple((k, v) for k, v in row.items() if k not in skip)
 
     base = {point(r): r["time_s"] for r in rows if r["algorithm"] == baseline}
     ratios = []
@@ -254,7 +256,7 @@ def speedup(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]
                         lines=lines, palette=palette)
 
 
-_MEASURED_AND_ALGORITHM = {"algorithm", "scenario", "speedup", *OUTCOME_COLUMNS}
+_NOT_THE_POINT = {"algorithm", "scenario", "speedup"}
 
 
 def _second_line(rows: Sequence[Row]) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collsim.errors import InputError
-from collsim.output.table import OUTCOME_COLUMNS, format_value, parse_cell
+from collsim.output.table import format_value, outcome_columns, parse_cell
 from collsim.units import UnitError, format_size, parse_size
 
 Row = dict[str, Any]
@@ -22,8 +22,8 @@ def key_columns_of(rows: Sequence[Row]) -> list[str]:
     """The columns that say what a point is, in the order figures prefer to split by them."""
     if not rows:
         return []
-    columns = [c for c in rows[0]
-               if c not in OUTCOME_COLUMNS and c not in DERIVED and c != "scenario"]
+    outcomes = outcome_columns(list(rows[0]))
+    columns = [c for c in rows[0] if c not in outcomes and c not in DERIVED and c != "scenario"]
     swept = [c for c in columns if c not in PREFERRED and c not in LAST]
     return [c for c in PREFERRED if c in columns] + swept + [c for c in LAST if c in columns]
 

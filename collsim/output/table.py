@@ -26,25 +26,41 @@ MEASURED_COLUMNS = ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s")
 RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
 # What the call ran with (DESIGN.md "Real machines"), after DESIGN.md's columns: the NCCL
 # protocol whose costs it paid (empty under the ideal model), its channels (empty for an
-# algorithm without), and the algorithm that ran (what auto or best selected). Outcomes,
-# not inputs: they never identify a point.
+# algorithm without), and the algorithm that ran (what auto or best selected). There they
+# are outcomes, which never identify a point; a scenario that sweeps protocol or channels
+# has that column among its swept keys instead, holding the value asked for.
 CHOICE_COLUMNS = ("protocol", "channels", "selected")
 TABLE_COLUMNS = RESULT_COLUMNS + CHOICE_COLUMNS
-OUTCOME_COLUMNS = MEASURED_COLUMNS + CHOICE_COLUMNS
 # A million-point sweep (the most a scenario may have) writes about 300 MB.
 MAX_TABLE_BYTES = 2**30
 NUMERIC_COLUMNS = {"ranks": int, "size_bytes": int, "time_s": float, "algbw_GBps": float,
-                   "busbw_GBps": float, "analytic_time_s": float, "channels": int}
+                   "busbw_GBps": float, "analytic_time_s": float}
 
 
 def header(swept: Sequence[str]) -> list[str]:
     """The table's columns for a scenario sweeping ``swept`` keys."""
-    return [*TABLE_COLUMNS, *swept]
+    return [*RESULT_COLUMNS, *(c for c in CHOICE_COLUMNS if c not in swept), *swept]
+
+
+def outcome_columns(columns: Sequence[str]) -> set[str]:
+    """The measured columns, and the choice columns in their place after DESIGN.md's (up to
+    ``selected``, always last there); a swept protocol or channels further on is a key."""
+    columns = list(columns)
+    outcomes = set(MEASURED_COLUMNS)
+    if "analytic_time_s" in columns:
+        for column in columns[columns.index("analytic_time_s") + 1:]:
+            if column not in CHOICE_COLUMNS:
+                break
+            outcomes.add(column)
+            if column == CHOICE_COLUMNS[-1]:
+                break
+    return outcomes
 
 
 def key_columns(columns: Sequence[str]) -> list[str]:
-    """The columns that identify a point (everything but what was measured and the scenario)."""
-    return [c for c in columns if c not in OUTCOME_COLUMNS and c != "scenario"]
+    """The columns that identify a point (everything but the outcomes and the scenario)."""
+    outcomes = outcome_columns(columns)
+    return [c for c in columns if c not in outcomes and c != "scenario"]
 
 
 def format_value(value: Any) -> str:

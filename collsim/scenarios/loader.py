@@ -15,7 +15,8 @@ import yaml
 from collsim.algorithms.registry import REGISTRY, algorithms_for
 from collsim.errors import InputError, InputErrors
 from collsim.hardware.shipped import find_topology
-from collsim.nccl.call import SELECTORS
+from collsim.nccl.call import NCCL_PARAMS, SELECTORS, canonical_algorithm
+from collsim.nccl.names import ALGORITHMS as NCCL_NAMES
 from collsim.output.kinds import DEFAULT_FIGURES, DEFAULT_FORMATS
 from collsim.output.table import TABLE_COLUMNS
 from collsim.params import COMMON_PARAMS
@@ -203,8 +204,9 @@ class _Reader:
                     raise self.doc.error(path, f"no algorithm implements {collective} yet")
                 out[collective] = known
                 continue
+            chosen = [canonical_algorithm(collective, name) for name in chosen]
             for index, name in enumerate(chosen):
-                if name not in known and name not in SELECTORS:
+                if name not in known and name not in SELECTORS and name not in NCCL_NAMES:
                     hint = difflib.get_close_matches(name, known, n=1)
                     raise self.doc.error(path + (index,), f"no {collective} algorithm named "
                                          f"{name!r}; " + (f"did you mean {hint[0]!r}?" if hint
@@ -225,7 +227,7 @@ class _Reader:
         return out
 
     def check_params(self, params: dict[str, list[Any]]) -> None:
-        known = set(COMMON_PARAMS)
+        known = set(COMMON_PARAMS) | set(NCCL_PARAMS)
         for algorithm in REGISTRY.values():
             known.update(algorithm.params)
         for key in params:
@@ -241,12 +243,9 @@ class _Reader:
                 raise self.doc.error(self.source("set") + (key,), f"{key!r} is already a column "
                                      f"of the results table; it cannot be a swept key too")
         for key in params:
-            if key in TABLE_COLUMNS:
+            if key in TABLE_COLUMNS and key not in NCCL_PARAMS:
                 raise self.doc.error(self.source("param") + (key,), f"{key!r} is already a "
-                                     f"column of the results table" + (
-                                         " (what the call ran with); a scenario leaves it to "
-                                         "auto, or compares choices with algorithm best"
-                                         if key in ("protocol", "channels") else ""))
+                                     f"column of the results table")
 
     def filters(self, swept: list[str]) -> list[Filter]:
         path = self.source("where")

@@ -120,7 +120,10 @@ def _run_locked(scenario: Scenario, options: RunOptions, sweep: Sweep, columns: 
                 for index, row in result.rows:
                     path = row.pop("path", "full")
                     paths[path] = paths.get(path, 0) + 1
-                    row.update(point_values(sweep.points[index]))
+                    values = point_values(sweep.points[index])
+                    # A swept key the algorithm does not take is empty, even a protocol or
+                    # channels the call ran with.
+                    row.update(values, **{k: None for k in scenario.params if k not in values})
                     writer.write(row)
                 progress.advance(len(result.rows))
                 if result.error:

@@ -47,7 +47,7 @@ from collsim.algorithms.nccl.switches import (
     slices,
     with_helpers,
 )
-from collsim.algorithms.nccl.tree import relay_steps
+from collsim.algorithms.nccl.tree import WINDOW, relay_steps
 from collsim.algorithms.registry import Cost, register
 from collsim.nccl.layout import Layout, layout_of, machine_layout
 from collsim.program import Job, Parallel, Program, Recv, Send
@@ -215,9 +215,9 @@ def _chain(rank: int, job: Job) -> Program:
         tags = lane_tags(lanes, lane)
         up, down = tags.phase(0), tags.phase(1)
         threads += [relay_steps(cs, [(child, up, True) for child in children],
-                                [(parent, up)], lane),
+                                [(parent, up)], lane, WINDOW),
                     relay_steps(cs, [(parent, down, False)],
-                                [(child, down) for child in children], lane)]
+                                [(child, down) for child in children], lane, WINDOW)]
     yield Parallel(threads)
 
 

@@ -39,7 +39,7 @@ from collsim.algorithms.nccl.switches import (
     slices,
     with_helpers,
 )
-from collsim.algorithms.nccl.tree import relay_steps
+from collsim.algorithms.nccl.tree import WINDOW, relay_steps
 from collsim.algorithms.registry import register
 from collsim.nccl.layout import Tree, double_tree
 from collsim.program import Job, Parallel, Program
@@ -82,10 +82,10 @@ def _program(rank: int, job: Job) -> Program:
                    + [(child, up, True) for child in children])
         below = [(child, down) for child in children] + [(switch, RESULT.part(h, m))]
         if parent is None:  # the root turns each chunk around
-            threads.append(relay_steps(piece, receive, below, 0))
+            threads.append(relay_steps(piece, receive, below, 0, WINDOW))
             continue
-        threads += [relay_steps(piece, receive, [(parent, up)], 0),
-                    relay_steps(piece, [(parent, down, False)], below, 0)]
+        threads += [relay_steps(piece, receive, [(parent, up)], 0, WINDOW),
+                    relay_steps(piece, [(parent, down, False)], below, 0, WINDOW)]
     yield Parallel(threads)
 
 

@@ -32,10 +32,19 @@ from collsim.algorithms.nccl.channels import (
     side_by_side,
 )
 from collsim.algorithms.registry import Cost, register
+from collsim.nccl.constants import NCCL_STEPS
 from collsim.nccl.layout import Lanes, Layout
 from collsim.program import Job, Op, Parallel, Program, Recv, Send
 
 MAX_FILL_ERROR = 1 / 16  # the chunk cap keeps the pipeline's extra fill under this share
+# Chunks in flight per connection. NCCL keeps NCCL_STEPS (8) per peer, but slots run side
+# by side share a link max-min fairly instead of sending in order, so the first chunk of a
+# window arrives only after the whole window's bytes: the fill grows to (D-1)·WINDOW chunk
+# times, and the shared links multiply the fabric's settles (nvls_tree on 16 H100 nodes,
+# 1 GiB: 211 s of wall instead of 24). So the trees relay one chunk at a time until the
+# engine has sends that go in order on a connection (docs/nccl.md, "Tree pipelines").
+WINDOW = 1
+NCCL_WINDOW = NCCL_STEPS  # the window NCCL itself keeps, for tests and benchmarks
 
 
 def _tree_lanes(layout: Layout) -> Lanes:
@@ -66,24 +75,46 @@ def _lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int, lane
     up, down = tags.phase(0), tags.phase(1)
     if parent is None:  # the root turns each chunk around
         yield from relay_steps(regions, [(child, up, True) for child in children],
-                          [(child, down) for child in children], lane)
+                               [(child, down) for child in children], lane, WINDOW)
         return
     yield Parallel([
-        relay_steps(regions, [(child, up, True) for child in children], [(parent, up)], lane),
-        relay_steps(regions, [(parent, down, False)], [(child, down) for child in children], lane),
+        relay_steps(regions, [(child, up, True) for child in children], [(parent, up)], lane,
+                    WINDOW),
+        relay_steps(regions, [(parent, down, False)], [(child, down) for child in children], lane,
+                    WINDOW),
     ])
 
 
-def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane: int) -> Program:
+def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane: int,
+                window: int = 1) -> Program:
     """Step i receives chunk i from each of ``receive`` ((peer, tags, combine)) while it
-    sends chunk i-1 to each of ``send`` ((peer, tags)); empty steps are skipped."""
-    for i in range(len(regions) + 1):
+    sends chunk i-1 to each of ``send`` ((peer, tags)); empty steps are skipped.
+
+    With ``window`` > 1 the chunks are dealt to that many slots run side by side (chunk i
+    to slot i mod ``window``), each relaying its own chunks as above: up to ``window``
+    chunks are in flight on each connection, as NCCL's ``NCCL_STEPS`` buffers per peer,
+    so a hop's latency is paid once per window rather than once per chunk; but the slots'
+    sends share links fairly rather than going in order (see :data:`WINDOW`)."""
+    if window <= 1 or len(regions) <= 1:
+        yield from _relay(range(len(regions)), regions, receive, send, lane)
+        return
+    yield Parallel([_relay(range(slot, len(regions), window), regions, receive, send, lane)
+                    for slot in range(min(window, len(regions)))])
+
+
+def _relay(chunks: range, regions: list[tuple[int, int]], receive: list, send: list,
+           lane: int) -> Program:
+    """:func:`relay_steps` over the chunks numbered ``chunks``, one after another."""
+    order = list(chunks)
+    for j in range(len(order) + 1):
         ops: list[Op] = []
-        if i < len(regions):
+        if j < len(order):
+            i = order[j]
             ops += [Recv(peer, tags[i], *regions[i], reduce=combine, lane=lane)
                     for peer, tags, combine in receive]
-        if i >= 1:
-            ops += [Send(peer, tags[i - 1], *regions[i - 1], lane=lane) for peer, tags in send]
+        if j >= 1:
+            i = order[j - 1]
+            ops += [Send(peer, tags[i], *regions[i], lane=lane) for peer, tags in send]
         if ops:
             yield tuple(ops)
 
