@@ -53,13 +53,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="*", default=[16, 128, 1024, 2048])
     parser.add_argument("--algorithm", default="ring")
+    parser.add_argument("--channels", default="1",
+                        help="channels of the flat cases (a number, or auto: NCCL's)")
+    parser.add_argument("--auto-nodes", type=int, nargs="*", default=[16],
+                        help="node counts at which NCCL's own choice (auto) is also timed")
     parser.add_argument("--no-oversubscribed", action="store_true")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(*json.loads(args.one))))
         return
-    cases = [(str(CLUSTER), n, args.algorithm, {}, {}) for n in args.nodes]
+    channels = {} if args.channels == "auto" else {"channels": int(args.channels)}
+    cases = [(str(CLUSTER), n, args.algorithm, channels, {}) for n in args.nodes]
+    cases += [(str(CLUSTER), n, "auto", {}, {}) for n in args.auto_nodes]
     if not args.no_oversubscribed:
         cases += [(str(f), n, a, p, s) for f, n, a, p, s in CONTENDED]
     print(f"{'topology':<20}{'GPUs':>7} {'algorithm':<34}{'path':>9}{'simulated':>13}"
