@@ -210,3 +210,13 @@ def test_compare_takes_a_measured_metric_and_tables_with_rows(tmp_path, capsys, 
     empty.write_text(table.read_text().splitlines(keepends=True)[0])
     assert run("compare", empty, table) == 2
     assert f"{empty}: the results table has no rows to compare" in error_line(capsys)
+
+
+@pytest.mark.parametrize("flag", ["--trace", "--link-figure"])
+def test_a_trace_or_link_figure_to_a_missing_folder_is_named(tmp_path, capsys, flag):
+    target = tmp_path / "missing" / ("x.json" if flag == "--trace" else "x.png")
+    status = main(["estimate", "--topology", str(SWITCH), "-c", "allreduce", "-a", "ring",
+                   "-p", "4", "-s", "4KiB", flag, str(target)])
+    err = capsys.readouterr().err
+    assert status == 2 and f"cannot write {target}" in err and "there is no folder" in err
+    assert not (tmp_path / "missing").exists()

@@ -92,5 +92,8 @@ def draw(topology: Topology, path: str | Path) -> Path:
     ax.set_title(f"{topology.name}: {topology.gpus} GPUs on {topology.nodes} node(s)")
     ax.set_axis_off()
     path = Path(path)
-    figure.savefig(path, dpi=120, bbox_inches="tight")
+    from collsim.output.files import replace_with
+
+    replace_with(path, lambda temporary: figure.savefig(
+        temporary, dpi=120, bbox_inches="tight", format=path.suffix[1:] or None))
     return path

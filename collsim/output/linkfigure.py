@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from collsim.output.files import replace_with
 from collsim.output.linkload import LinkLoad, group_of
 
 
@@ -40,5 +41,6 @@ def link_figure(loads: list[LinkLoad], span_s: float, path: str | Path, title: s
     axes.set_title(title or "busiest directed links per kind", fontsize=9)
     axes.legend(fontsize=7, loc="lower right")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    replace_with(path, lambda temporary: figure.savefig(temporary, dpi=110,
+                                                      format=Path(path).suffix[1:] or None))
     plt.close(figure)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from collsim.engine.recording import Recorder, RecordingFabric
+from collsim.output.files import replace_text
 from collsim.output.linkload import LinkLoad, group_of
 
 LIMIT = 500_000  # events; a Chrome trace of a few hundred thousand events still loads
@@ -83,9 +84,9 @@ class Trace:
                                   f"up to t = {until:.3f} us, are in this file")
             print(f"collsim: trace capped: {metadata['capped']} (--trace-limit to raise)",
                   file=sys.stderr)
-        with open(path, "w") as out:
-            json.dump({"traceEvents": self.meta + events, "displayTimeUnit": "ns",
-                       "metadata": metadata}, out, separators=(",", ":"))
+        document = {"traceEvents": self.meta + events, "displayTimeUnit": "ns",
+                    "metadata": metadata}
+        replace_text(path, lambda out: json.dump(document, out, separators=(",", ":")))
         return capped
 
 
