@@ -216,3 +216,11 @@ def test_what_the_log_says_ran_is_what_is_simulated():
     assert forced.picks[0] == free.picks[0]
     assert (forced.picks[1].algorithm, forced.picks[1].protocol) == ("nccl_tree", "LL128")
     assert (free.picks[1].algorithm, free.picks[1].protocol) != ("nccl_tree", "LL128")
+
+
+@pytest.mark.parametrize("preset, warned", [("dgx-h100", False), ("l40s-pcie", True)])
+def test_a_log_from_another_gpu_family_than_the_preset_is_warned_about(capsys, preset, warned):
+    run = read_logs(VALIDATION / "logs" / "vp-h100-1n-ar.txt")[0]
+    case_from_run(run, resolve_topology(preset))
+    err = capsys.readouterr().err
+    assert ("the log ran on NVIDIA H100" in err) is warned

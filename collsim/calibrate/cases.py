@@ -5,6 +5,8 @@ machine's figures: each size keeps the algorithm and protocol the preset's ``aut
 
 from __future__ import annotations
 
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,7 @@ def case_from_run(run: Run, preset: Path, overrides: dict[str, Any] | None = Non
         raise InputError(f"cannot tell how {count} ranks sit on nodes (the log's '#  Rank' "
                          "lines are incomplete)", file=run.file, line=run.line)
     topology, gpus = shape(preset, nodes, per_node, dict(overrides or {}), label)
+    _check_gpu(run, topology, label)
     seen: dict[int, float] = {}
     for r in rows:
         seen.setdefault(int(r["size_bytes"]), float(r["time_s"]))
@@ -126,3 +129,22 @@ def _logged(run: Run, topology: Topology, collective: str, size: int, gpus: list
     if named not in runnable(collective):
         return None
     return pick(topology, collective, size, gpus, named, logged[1])
+
+
+def gpu_family(name: str) -> str | None:
+    """The GPU family a model name names (``H100``, ``GB200``, ``L40S`` ...), or None."""
+    found = re.search(r"\b(GB\d{3}|[ABHL]\d{2,3}S?)\b", name.upper().replace("-", " "))
+    return found.group(1) if found else None
+
+
+def _check_gpu(run: Run, topology: Topology, label: str) -> None:
+    """Warn when the log ran on another GPU family than the preset describes: the fit would
+    then bend another machine's figures to it."""
+    machine = topology.machine
+    logged = run.gpu_name
+    if machine is None or machine.gpu.model is None or not logged:
+        return
+    theirs, ours = gpu_family(logged), gpu_family(machine.gpu.model)
+    if theirs and ours and theirs != ours:
+        print(f"collsim: warning: {label}: the log ran on {logged}, topology "
+              f"'{topology.name}' describes {machine.gpu.model}", file=sys.stderr)
