@@ -111,8 +111,9 @@ def test_nvls_pays_nccls_nvlink_figure_once_a_call_and_reaches_less_of_nvlink():
     assert nvls.launch == pytest.approx((4.2 + 25) * US)  # NVLS base 0, NVLink figure per call
     tree = cost_model(CLUSTER, "nvls_tree", "Simple")
     assert tree.latency(inside) == pytest.approx(sum(link.latency for link in inside))
-    assert tree.latency(route(CLUSTER, 0, 8)) == pytest.approx(20.9 * US)  # a tree step
-    assert tree.launch == pytest.approx((4.2 + 25) * US)
+    between = route(CLUSTER, 0, 8)
+    assert tree.latency(between) == pytest.approx(sum(link.latency for link in between))
+    assert tree.launch == pytest.approx((4.2 + 25 + 2 * 20.9) * US)  # NVLink + 2 x log2(2) x NET
     assert cost_model(CLUSTER, "nvls", "Simple", gpus=range(16)).latency(route(CLUSTER, 0, 8)) \
         == pytest.approx(9 * US)              # across nodes (SHARP): half of NET's 18 us
     b200 = preset("dgx-b200")
@@ -134,8 +135,11 @@ def test_collnet_pays_half_the_network_round_trip_per_message():
     direct = cost_model(sharp, "collnet_direct", "Simple")
     assert direct.latency(route(sharp, 0, 8)) == pytest.approx(31.0 / 2 * US)
     assert direct.latency(route(sharp, 0, 1)) == pytest.approx(3.7 * US)
-    assert cost_model(sharp, "collnet_chain", "Simple").latency(route(sharp, 0, 8)) == \
-        pytest.approx(15.0 * US)
+    chain = cost_model(sharp, "collnet_chain", "Simple")
+    between = route(sharp, 0, 8)
+    assert chain.latency(between) == pytest.approx(sum(link.latency for link in between))
+    # CollNetChain: base 0 + 2 x 7 hops x NVLink 2.8 + NET 30 once a call
+    assert chain.launch == pytest.approx((4.2 + 2 * 7 * 2.8 + 30) * US)
 
 
 def test_overrides_replace_nccls_figures_family_first():
@@ -144,8 +148,12 @@ def test_overrides_replace_nccls_figures_family_first():
         "nccl.protocols.LL128.ring.base": "12us", "nccl.protocols.LL128.channel_cap": "20GB/s",
         "nccl.protocols.LL.gpu_cap": "50GB/s", "nccl.launch": "1us"})
     ring, tree = cost_model(t, "ring", "LL128"), cost_model(t, "nccl_tree", "LL128")
-    assert ring.launch == pytest.approx(13 * US) and tree.launch == pytest.approx(11 * US)
-    assert ring.latency(route(t, 0, 1)) == tree.latency(route(t, 0, 1)) == pytest.approx(3 * US)
+    # Tree LL128 per call: 2 x (7 x the overridden NVLink 3 + 1 x NET 8.5)
+    assert ring.launch == pytest.approx(13 * US)
+    assert tree.launch == pytest.approx((11 + 2 * (7 * 3 + 8.5)) * US)
+    assert ring.latency(route(t, 0, 1)) == pytest.approx(3 * US)
+    inside = route(t, 0, 1)
+    assert tree.latency(inside) == pytest.approx(sum(link.latency for link in inside))
     assert ring.latency(route(t, 0, 8)) == pytest.approx(4 * US)   # not overridden
     assert ring.channel_cap == tree.channel_cap == pytest.approx(20e9)
     assert cost_model(t, "ring", "LL").gpu_cap == pytest.approx(50e9)
@@ -183,3 +191,59 @@ def test_a_file_with_its_own_nccl_section_builds_a_model():
     assert model.bandwidth(t.links[0]) == pytest.approx(15.5e9)
     assert model.latency(route(t, 0, 1)) == pytest.approx(1.0 * US)
     assert model.gpu_cap == pytest.approx(87.7e9)   # SM89 takes the Ampere row
+
+
+# NCCL's tree latencies worked by hand on the h100-cluster (8 GPUs a node, launch 4.2 us):
+# Tree Simple base 8.4, NVLink 4.0, NET 14.0; NVLSTree Simple base 0, NVLink 25, NET 20.9.
+@pytest.mark.parametrize(("nodes", "tree_us", "nvls_tree_us"), [
+    (1, 8.4 + 2 * (7 * 4.0), 25.0),
+    (2, 8.4 + 2 * (7 * 4.0 + 1 * 14.0), 25 + 2 * 1 * 20.9),
+    (4, 8.4 + 2 * (7 * 4.0 + 2 * 14.0), 25 + 2 * 2 * 20.9),
+    (16, 8.4 + 2 * (7 * 4.0 + 4 * 14.0), 25 + 2 * 4 * 20.9),
+])
+def test_a_tree_family_pays_nccls_tree_latency_once_a_call(nodes, tree_us, nvls_tree_us):
+    cluster = preset("h100-cluster", nodes=nodes)
+    assert cost_model(cluster, "nccl_tree", "Simple").launch == pytest.approx((4.2 + tree_us) * US)
+    assert cost_model(cluster, "nvls_tree", "Simple").launch == \
+        pytest.approx((4.2 + nvls_tree_us) * US)
+
+
+def test_the_tree_latency_follows_the_calls_nodes_and_gpus_per_node():
+    cluster = preset("h100-cluster", nodes=16)
+    # 2 nodes of 8, then one GPU on each of 2 nodes (no NVLink hop), then 4 GPUs on one node
+    assert cost_model(cluster, "nccl_tree", "LL", gpus=range(16)).launch == \
+        pytest.approx((4.2 + 6.8 + 2 * (7 * 0.6 + 5.0)) * US)
+    assert cost_model(cluster, "nccl_tree", "LL", gpus=[0, 8]).launch == \
+        pytest.approx((4.2 + 6.8 + 2 * 5.0) * US)
+    assert cost_model(cluster, "nccl_tree", "LL", gpus=range(4)).launch == \
+        pytest.approx((4.2 + 6.8 + 2 * 3 * 0.6) * US)
+
+
+def test_a_pcie_server_takes_nccls_pci_figure_for_its_tree_hops():
+    # l40s-pcie: one node of GPUs over PCIe; Tree LL128 base 14, PCI 1.9 per hop
+    gpus = L40S.gpus
+    tree = cost_model(L40S, "nccl_tree", "LL128")
+    assert tree.launch == pytest.approx(tree.machine_launch + (14 + 2 * (gpus - 1) * 1.9) * US)
+
+
+@pytest.mark.parametrize("family", ["nccl_tree", "nvls_tree"])
+def test_tree_messages_between_nodes_pay_their_links_own_latency(family):
+    cluster = preset("h100-cluster", nodes=4)
+    model = cost_model(cluster, family, "Simple")
+    for src, dst in ((0, 8), (0, 31), (5, 1)):
+        path = route(cluster, src, dst)
+        own = sum(link.latency for link in path)
+        assert model.latency(path) == pytest.approx(own)
+        assert own < 14.0 * US                      # not NCCL's per-step network figure
+
+
+def test_the_ring_still_pays_nccls_figure_per_step_between_nodes():
+    ring = cost_model(CLUSTER, "ring", "Simple")
+    assert ring.latency(route(CLUSTER, 0, 8)) == pytest.approx(14.0 * US)
+    assert ring.launch == pytest.approx((4.2 + 8.4) * US)
+
+
+@pytest.mark.parametrize("family", ["nccl_tree", "nvls_tree", "collnet_chain"])
+def test_canonical_kinds_keep_the_ideal_model_for_the_trees(family):
+    topology = load_topology(find_topology("switch-64"))
+    assert cost_model(topology, family, "Simple") is IDEAL

@@ -34,6 +34,8 @@ def test_a_dgx_h100(capsys):
     assert row(out, "ring", "LL128")[2:9] == ["14us", "1.9us", "2.5us", "4us", "1.067", "36.7",
                                               "GB/s"]
     assert row(out, "nccl_tree", "Simple")[-3:] == ["38.7", "GB/s", "-"]
+    # Tree Simple: base 8.4 + 2 x 7 hops x NVLink 4.0 once a call; messages pay the links'
+    assert row(out, "nccl_tree", "Simple")[2:6] == ["64.4us", "links", "links", "links"]
     assert row(out, "nvls", "Simple")[2:4] == ["25us", "links"]   # NVLink figure once a call
     assert "nvls: x0.85 of NVLink's reachable" in out
     assert row(out, "ring", "RING,") == ["ring", "RING,", "12", "x", "30,", "paths", "NVL", "/",
@@ -47,7 +49,12 @@ def test_a_cluster_shows_its_cross_node_figures(capsys):
     out = show(capsys, "h100-cluster", "--set", "nodes=2", "--set", "nccl.launch=12us")
     assert "launch 12us per call" in out and "(16 ranks on 2 nodes; NCCL's search" in out
     assert row(out, "ring", "LL")[-2:] == ["39", "GB/s"]            # llMaxBw, Intel, 2 nodes
-    assert row(out, "nvls_tree", "Simple")[5:9] == ["20.9us", "1", "57.7", "GB/s"]  # N2 cap
+    # NVLSTree: NVLink 25 + 2 x log2(2) x NET 20.9 once a call; 57.7 GB/s is the N2 cap
+    assert row(out, "nvls_tree", "Simple")[2:9] == ["66.8us", "links", "links", "links", "1",
+                                                    "57.7", "GB/s"]
+    # Tree: 8.4 + 2 x (7 x NVLink 4.0 + 1 x NET 14.0)
+    assert row(out, "nccl_tree", "Simple")[2] == "92.4us"
+    assert "nccl_tree, nvls_tree: base includes NCCL's tree latency" in out
     assert row(out, "tree", "TREE,")[:4] == ["tree", "TREE,", "8", "x"]
     assert "channels      16 at run time, NVLS 16" in out
 

@@ -46,7 +46,7 @@ from collsim.hardware.machine import CLASS_OF_KIND, LINK_CLASSES, NcclFigures
 from collsim.hardware.topology import Link, Topology
 from collsim.nccl import constants as C
 from collsim.nccl.names import PROTOCOLS, algorithm_name, protocol_name
-from collsim.nccl.tuning import SIMPLE_ONLY
+from collsim.nccl.tuning import SIMPLE_ONLY, TREE_FAMILIES, tree_hops_us
 
 GB = 1e9
 US = 1e-6
@@ -56,7 +56,7 @@ WIRE_RATIO = {"LL": 16 / 8, "LL128": 128 / 120, "Simple": 1.0}
 ROUND_TRIP = {"nvls": ("network",), "collnet_direct": ("network",),
               "collnet_chain": ("network",)}
 # Classes whose NCCL figure a family pays once per call; its messages there pay the links' own.
-PER_CALL = {"nvls": ("nvlink",), "nvls_tree": ("nvlink",)}
+PER_CALL = {"nvls": ("nvlink",)}
 _RANK = {kind: LINK_CLASSES.index(c) for kind, c in CLASS_OF_KIND.items()}
 
 
@@ -124,13 +124,15 @@ def cost_model(topology: Topology, family: str, protocol: str,
     arch = topology.machine.gpu.arch
     used = range(topology.gpus) if gpus is None else gpus
     nodes = len({topology.node_of[g] for g in used}) or 1
-    return protocol_costs(figures, arch, nodes, family, protocol)
+    nvlink = any(CLASS_OF_KIND.get(link.kind) == "nvlink" for link in topology.links)
+    return protocol_costs(figures, arch, nodes, family, protocol, max(1, len(used) // nodes),
+                          "nvlink" if nvlink else "pcie")
 
 
 def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
-                   protocol: str) -> ProtocolCosts:
+                   protocol: str, ppn: int = 1, intra_class: str = "nvlink") -> ProtocolCosts:
     """:func:`cost_model` from the declarations themselves (``family`` and ``protocol`` in
-    collsim's spelling)."""
+    collsim's spelling; ``ppn`` GPUs per node, ``intra_class`` the class inside a node)."""
     p = PROTOCOLS.index(protocol)
     family_override = figures.overrides.get((protocol, family))
     protocol_override = figures.overrides.get((protocol, None))
@@ -160,12 +162,19 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
     if family in ("nvls", "nvls_tree"):
         efficiency["nvlink"] *= C.NVLS_EFFICIENCY[row]
     channel_cap, gpu_cap = _caps(figures, row, column, nodes, family, protocol)
+    if family in TREE_FAMILIES:
+        per_call = tree_hops_us(family, nodes, ppn, figure(intra_class) / US,
+                                figure("network") / US) * US
+        own: tuple[str, ...] = LINK_CLASSES
+    else:
+        per_call = sum(figure(c) for c in PER_CALL.get(family, ()))
+        own = PER_CALL.get(family, ())
     return ProtocolCosts(
         family, protocol, figures.launch,
         overridden("base", C.BASE_LATENCY_US[family][p] * US),
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
         overridden("channel_cap", channel_cap), overridden("gpu_cap", gpu_cap), nodes,
-        sum(figure(c) for c in PER_CALL.get(family, ())), PER_CALL.get(family, ()))
+        per_call, own)
 
 
 def _caps(figures: NcclFigures, row: int, column: int, nodes: int, family: str,

@@ -15,7 +15,7 @@ from collsim.nccl.names import PROTOCOLS
 from collsim.nccl.protocols import ProtocolCosts, nccl_figures, protocol_costs
 from collsim.nccl.search import Graph, Graphs, search
 from collsim.nccl.system import NcclSystem
-from collsim.nccl.tuning import SIMPLE_ONLY
+from collsim.nccl.tuning import SIMPLE_ONLY, TREE_FAMILIES
 from collsim.units import format_size
 
 
@@ -58,12 +58,17 @@ def format_nccl(topology: Topology) -> str | None:
         for protocol in PROTOCOLS:
             if family in SIMPLE_ONLY and protocol != "Simple":
                 continue
-            costs = protocol_costs(figures, gpu.arch, system.nodes, family, protocol)
+            costs = protocol_costs(figures, gpu.arch, system.nodes, family, protocol,
+                                   system.ranks // system.nodes,
+                                   "nvlink" if graphs.tree.over_nvlink else "pcie")
             lines.append(_protocol_line(costs, figures.line))
     if "nvls" in families:
         lines.append(f"  nvls: x{C.NVLS_EFFICIENCY[C.arch_row(gpu.arch)]:g} of NVLink's "
                      "reachable (the switch's reduce and multicast); NCCL's NVLink")
         lines.append("  latency is paid once a call, messages pay the links' own")
+    trees = ", ".join(f for f in families if f in TREE_FAMILIES)
+    lines.append(f"  {trees}: base includes NCCL's tree latency for this shape (each hop")
+    lines.append("  once a call, the pipeline's fill); messages pay the links' own")
     lines.append(f"NCCL graphs     ({where}; NCCL's search, GB/s per channel)")
     lines.append(f"  ring          {_graph(graphs.ring)}")
     lines.append(f"  tree          {_graph(graphs.tree)}")
@@ -124,7 +129,7 @@ def _protocol_line(costs: ProtocolCosts, line: Mapping[str, float]) -> str:
     nvlink, pcie, network = ("-" if c not in line else "links" if c in costs.own_latency
                              else _us(x)
                              for c, x in zip(LINK_CLASSES, costs.step_latency, strict=True))
-    base = _us(costs.base + costs.per_call)  # NVLS's NVLink figure is paid once per call
+    base = _us(costs.base + costs.per_call)  # NVLS's and the trees' hops are paid once per call
     return (f"  {costs.family:<15}{costs.protocol:<8}{base:>7}{nvlink:>8}{pcie:>8}"
             f"{network:>9}{costs.wire_ratio:>7.4g}  {_gbps(costs.channel_cap):<13}"
             f"{_gbps(costs.gpu_cap)}")

@@ -26,6 +26,8 @@ from collsim.nccl.names import ALGORITHMS, MODELLED_COLLECTIVES, PROTOCOLS
 from collsim.nccl.search import Graph, Graphs, search
 from collsim.nccl.system import NcclSystem
 
+# Families whose chunks pipeline through a tree: NCCL's model pays each hop's latency once a call.
+TREE_FAMILIES = ("nccl_tree", "nvls_tree", "collnet_chain")
 SIMPLE_ONLY = ("collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 _AG_RS = ("allgather", "reducescatter")
 _SERVES: dict[str, tuple[str, ...]] = {  # which algorithms NCCL's model has per collective
@@ -91,6 +93,18 @@ def model(system: NcclSystem) -> Model:
 def log2i(value: int) -> int:
     """floor(log2 value), and -1 for values below 1 (NCCL's log2i)."""
     return value.bit_length() - 1 if value > 0 else -1
+
+
+def tree_hops_us(algorithm: str, nodes: int, ppn: int, intra: float, inter: float) -> float:
+    """The latency NCCL's model charges a call of a tree family (``TREE_FAMILIES``) beyond its
+    base, from the per-hop figures ``intra`` and ``inter``: each hop once, the pipeline's fill."""
+    if algorithm == "nccl_tree":
+        return 2 * ((ppn - 1) * intra + log2i(nodes) * inter)
+    if algorithm == "nvls_tree":
+        return intra + 2 * log2i(nodes) * inter
+    if algorithm == "collnet_chain":
+        return 2 * (ppn - 1) * intra + inter
+    raise ValueError(f"{algorithm} is not a tree family")
 
 
 def steps(collective: str, ranks: int) -> int:
@@ -199,17 +213,13 @@ def _latency(system: NcclSystem, graph: Graph, collective: str, algorithm: str,
         inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if collective == "allreduce"
                                             else nodes - 1)
         return base + (nsteps - inter_steps) * max(intra, overhead) + inter_steps * inter
-    if algorithm == "nccl_tree":
-        return base + 2 * ((ppn_int - 1) * intra + log2i(nodes) * inter)
+    if algorithm in TREE_FAMILIES:
+        return base + tree_hops_us(algorithm, nodes, ppn_int, intra, inter)
     if algorithm == "collnet_direct":
         return base + 2 * (min(1, ppn_int - 1) * intra
                            + (ppn_int - 1) * C.COLLNET_DIRECT_ARITY_US) + inter
-    if algorithm == "collnet_chain":
-        return base + 2 * (ppn_int - 1) * intra + inter
     if algorithm == "nvls":
         return intra + (inter if nodes > 1 else 0.0)  # replaces the base latency
-    if algorithm == "nvls_tree":
-        return base + intra + 2 * log2i(nodes) * inter
     # PAT (allgather, reducescatter)
     return base + log2i(nodes) * inter / C.PAT_LOG_DIVISOR + C.PAT_LINEAR_US * ranks
 
