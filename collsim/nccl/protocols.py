@@ -5,8 +5,11 @@ one machine: what the engine charges a call and its messages (the ``CostModel`` 
 
 What goes in (physical, or NCCL's measured engine limits):
 
-- ``launch`` = the machine's per-call ``launch`` + NCCL's ``baseLat[family][protocol]``; for the
-  NVLS families, whose NCCL latency is one figure per call, not per step, see below.
+- ``launch`` = the machine's per-call ``launch`` + NCCL's ``baseLat[family][protocol]`` + what
+  the family pays once per call (``per_call``): NVLS's NVLink figure, and the tree families'
+  (``nccl_tree``, ``nvls_tree``, ``collnet_chain``) whole hop latency as NCCL's model charges
+  it for the call's nodes and GPUs per node (:func:`collsim.nccl.tuning.tree_hops_us`): NCCL
+  pipelines their chunks through 8 slots, so a hop's latency is paid once, for the fill.
 - ``latency(links)`` = NCCL's ``hwLat[class][family][protocol]``, where ``class`` is the slowest
   class the route crosses (network > pcie > nvlink). It **replaces** the links' own latencies:
   NCCL's per-step figures were measured end to end (flag or FIFO signalling, the proxy for the
@@ -15,9 +18,9 @@ What goes in (physical, or NCCL's measured engine limits):
   (NVLS: ``hwLat[NVLINK][nvls]`` once per call; CollNet: the network figure once per call).
   NVLS programs pipeline up to 64 chunks through the NVSwitch, so the NVLink figure is charged
   once per call (``per_call``, part of ``launch``) and each NVLink message pays only its links'
-  own latency; a message on the network (``nvls`` across nodes, the CollNet families) pays half
-  NCCL's figure, one message up and one down. NVLSTree's tree steps between nodes are ordinary
-  steps and pay the whole figure.
+  own latency; a message on the network (``nvls`` across nodes, ``collnet_direct``) pays half
+  NCCL's figure, one message up and one down. Every message of a tree family pays its links'
+  own latency, on every class: its per-call term covers all its hops.
 - ``wire_ratio``: LL sends 8 data bytes per 16-byte line (2.0), LL128 120 per 128 (128/120),
   Simple 1.0.
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
@@ -53,8 +56,8 @@ US = 1e-6
 HW_ROW = {"nvlink": "NVLINK", "pcie": "PCI", "network": "NET"}  # NCCL's hwLat rows
 WIRE_RATIO = {"LL": 16 / 8, "LL128": 128 / 120, "Simple": 1.0}
 # Classes on which a family's messages reach a reducing switch: each pays half NCCL's figure.
-ROUND_TRIP = {"nvls": ("network",), "collnet_direct": ("network",),
-              "collnet_chain": ("network",)}
+# (collnet_chain's network figure is in its per-call tree term.)
+ROUND_TRIP = {"nvls": ("network",), "collnet_direct": ("network",)}
 # Classes whose NCCL figure a family pays once per call; its messages there pay the links' own.
 PER_CALL = {"nvls": ("nvlink",)}
 _RANK = {kind: LINK_CLASSES.index(c) for kind, c in CLASS_OF_KIND.items()}
