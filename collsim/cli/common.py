@@ -40,15 +40,20 @@ def topology_from_args(args: argparse.Namespace) -> Topology:
     return load_topology(resolve_topology_path(args.topology), overrides)
 
 
-def params_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    params = {}
-    for text in args.params:
+def overrides_from(texts: list[str], flag: str) -> dict[str, Any]:
+    """NAME=VALUE arguments as a dict; a bad one is an InputError naming ``flag``."""
+    values = {}
+    for text in texts:
         try:
             name, value = parse_override(text)
         except InputError as exc:
-            raise InputError(exc.message, key="--param") from None
-        params[name] = value
-    return params
+            raise InputError(exc.message, key=flag) from None
+        values[name] = value
+    return values
+
+
+def params_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    return overrides_from(args.params, "--param")
 
 
 def size_argument(text: str) -> int:

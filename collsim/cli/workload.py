@@ -6,10 +6,9 @@ import argparse
 import dataclasses
 import json
 
-from collsim.cli.common import add_topology_arguments, topology_from_args
+from collsim.cli.common import add_topology_arguments, overrides_from, topology_from_args
 from collsim.cli.recording import add_recording_arguments, check_limit, recording_wanted
 from collsim.errors import InputError
-from collsim.hardware.loader import parse_override
 from collsim.units import format_time
 from collsim.workloads.model import Noise
 
@@ -43,13 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from collsim.workloads.results import format_result
     from collsim.workloads.step import run_workload
 
-    changes = {}
-    for text in args.changes:
-        try:
-            key, value = parse_override(text)
-        except InputError as exc:
-            raise InputError(exc.message, key="--with") from None
-        changes[key] = value
+    changes = overrides_from(args.changes, "--with")
     if args.gpus is not None and args.gpus < 1:
         raise InputError(f"--gpus must be a positive whole number, got {args.gpus}",
                          key="--gpus")
