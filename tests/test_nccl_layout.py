@@ -144,13 +144,27 @@ def test_lanes_group_channels_with_the_same_links():
     layout = machine_layout(cluster(3, 8), list(range(24)), 16)
     assert layout.ring_lanes.channels == tuple((c, c + 8) for c in range(8))
     assert layout.ring_lanes.weights == (2,) * 8
-    assert layout.tree_lanes.channels == layout.ring_lanes.channels  # c and c+8: same tree
+    # c and c+8 share a NIC but climb different trees (NCCL's duplicated channels)
+    assert layout.tree_lanes.channels == tuple((c,) for c in range(16))
     layout = machine_layout(cluster(2, 2), list(range(16)), 4)
-    assert layout.ring_lanes.channels == layout.tree_lanes.channels == ((0, 2), (1, 3))
+    assert layout.ring_lanes.channels == ((0, 2), (1, 3))
+    assert layout.tree_lanes.channels == ((0,), (1,), (2,), (3,))
     assert [layout.ring_lanes.first_block(lane) for lane in range(2)] == [0, 2]
     layout = machine_layout(cluster(2, 1), list(range(16)), 4)   # one NIC: one ring
     assert layout.ring_lanes.channels == ((0, 1, 2, 3),)
-    assert layout.tree_lanes.channels == ((0, 2), (1, 3))          # trees 0, 1 alternate
+    assert layout.tree_lanes.channels == ((0, 1), (2, 3))          # first half tree 0
+
+
+@pytest.mark.parametrize("nics, channels", [(8, 16), (4, 8), (2, 4), (1, 2), (8, 32)])
+def test_every_nic_carries_both_trees(nics, channels):
+    """NCCL's channel c + C/2 copies channel c's NIC and takes the other tree, so the node
+    inner in one tree is a leaf in the other on every NIC, not inner on half of them."""
+    layout = machine_layout(cluster(4, nics), list(range(32)), channels)
+    trees_on_nic: dict[int, list[int]] = {}
+    for c, channel in enumerate(layout.channels):
+        trees_on_nic.setdefault(c % nics, []).append(channel.tree)
+    for trees in trees_on_nic.values():
+        assert sorted(trees).count(0) == sorted(trees).count(1) >= 1
     assert group_lanes(["a", "b", "a"]).channels == ((0, 2), (1,))
     assert group_lanes(["a", "b", "a"], merge=False).weights == (1, 1, 1)
 

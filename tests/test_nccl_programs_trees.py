@@ -17,7 +17,7 @@ from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.topology import switch
 from collsim.nccl.layout import double_tree
-from collsim.program import Job
+from collsim.program import Job, Parallel, Recv, Send
 from collsim.simulate import make_job, simulate
 from tests.test_nccl_algorithms import CLUSTER, DTYPES, OPS, nodes_of
 
@@ -189,3 +189,46 @@ def test_machines_that_cannot_reduce_in_their_switches_are_refused():
         simulate(load_topology("topologies/a100-cluster.yaml", {"nodes": 2}), "allreduce",
                  "nvls_tree", 16, 4096)
     assert raised.value.key == "nccl.nvls"
+
+
+def _bytes_between_nodes(program, job: Job, node_of: list[int]) -> tuple[list[int], list[int]]:
+    """Elements each GPU rank sends to and receives from other nodes' GPUs, over its whole
+    program (``Parallel`` sub-programs included)."""
+    sent, received = [0] * job.nranks, [0] * job.nranks
+
+    def walk(rank: int, steps) -> None:
+        for step in steps:
+            if isinstance(step, Parallel):
+                for sub in step.programs:
+                    walk(rank, sub)
+                continue
+            for op in step if isinstance(step, (tuple, list)) else (step,):
+                far = (isinstance(op, (Send, Recv)) and op.peer < job.nranks
+                       and node_of[op.peer] != node_of[rank])
+                if far and isinstance(op, Send):
+                    sent[rank] += op.count
+                elif far:
+                    received[rank] += op.count
+
+    for rank in range(job.nranks):
+        walk(rank, program(rank, job))
+    return sent, received
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4, 5, 8])
+def test_nvls_tree_heads_carry_equal_network_loads(nodes):
+    """Chunk i of every slice climbs tree i mod 2 (NCCL's NVLS channels alternate trees),
+    so every head sends and receives the same bytes across nodes as the node's other heads:
+    each NIC is inner in one tree and a leaf in the other, not inner for half the heads."""
+    per_node = 4
+    p = nodes * per_node
+    node_of = [r // per_node for r in range(p)]
+    job = nvls_tree_job(Job("allreduce", p, 64 * 1024 * per_node, 4, nodes=tuple(node_of),
+                            params={"channels": 4, "chunk_size": 4096}))
+    sent, received = _bytes_between_nodes(REGISTRY["allreduce", "nvls_tree"].program, job,
+                                           node_of)
+    for node in range(nodes):
+        heads = range(node * per_node, (node + 1) * per_node)
+        assert len({sent[r] for r in heads}) == 1, [sent[r] for r in heads]
+        assert len({received[r] for r in heads}) == 1, [received[r] for r in heads]
+        assert sent[heads[0]] > 0

@@ -12,7 +12,10 @@ across nodes; and the grouping of identical channels into lanes (notes §2.4-2.6
 - **Trees** (``trees.cc``): inside a node, channel c is a chain in its ring order from the
   rank on its NIC (the node's head, which also talks to the other nodes: NCCL's TREE
   pattern); across nodes, an in-order binary tree over node positions rooted at node 0, and
-  its mirror (even node counts) or its shift by one (odd); channel c uses tree ``c mod 2``.
+  its mirror (even node counts) or its shift by one (odd). NCCL searches C/2 channels and
+  duplicates them (``connect.cc``: channel c + C/2 copies channel c's ring and NIC and takes
+  the second tree), so channel c uses the first tree when c < ⌈C/2⌉ and the second after:
+  every NIC carries both trees, and the node inner in one is a leaf in the other.
 - **Lanes**: channels whose rings (or chains and tree) are the same carry the same load over
   the same links, so they can run as one lane of weight = how many. Max-min rates are
   unique, so the merged lane moves at exactly the sum of the channels' rates.
@@ -146,6 +149,9 @@ class Layout:
     trees: tuple[Tree, Tree]
     ring_lanes: Lanes
     tree_lanes: Lanes
+    chain_lanes: Lanes
+    """Channels grouped by their chains alone, for algorithms that use the chains but not
+    the double binary tree (CollNet's chain climbs the network's own tree)."""
 
     @cached_property
     def node_position(self) -> dict[int, int]:
@@ -191,6 +197,7 @@ def layout_from_nodes(nodes: Sequence[Sequence[int]], nics: dict[int, int | None
         raise ValueError(f"channels must be at least 1, got {channels}")
     many = len(nodes) > 1
     trees = double_tree(len(nodes))
+    half = (channels + 1) // 2  # channels NCCL searched; the rest are their copies
     laid = []
     for c in range(channels):
         chains = tuple(tuple(_cut(list(ranks), nics, c) if many else ranks) for ranks in nodes)
@@ -201,12 +208,13 @@ def layout_from_nodes(nodes: Sequence[Sequence[int]], nics: dict[int, int | None
             Crossing(walked[k][-1], walked[(k + 1) % len(walked)][0],
                      nics.get(walked[k][-1]), nics.get(walked[(k + 1) % len(walked)][0]))
             for k in range(len(walked))) if many else ()
-        laid.append(ChannelLayout(ring, crossings, chains, c % 2))
+        laid.append(ChannelLayout(ring, crossings, chains, int(c >= half)))
     ring_lanes = group_lanes([channel.ring for channel in laid], merge)
     tree_lanes = group_lanes([(channel.chains, channel.tree if many else 0)
                               for channel in laid], merge)
+    chain_lanes = group_lanes([channel.chains for channel in laid], merge)
     return Layout(tuple(tuple(ranks) for ranks in nodes), tuple(laid), trees, ring_lanes,
-                  tree_lanes)
+                  tree_lanes, chain_lanes)
 
 
 def _cut(ranks: list[int], nics: dict[int, int | None], channel: int) -> list[int]:

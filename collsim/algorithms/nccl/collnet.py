@@ -181,7 +181,7 @@ def _chain_plan(job: Job, layout: Layout) -> SharpPlan:
 def _lane_heads(layout: Layout) -> list[list[int]]:
     """Each lane's heads: the first GPU of every node's chain."""
     return [[chain[0] for chain in layout.channels[members[0]].chains]
-            for members in layout.tree_lanes.channels]
+            for members in layout.chain_lanes.channels]
 
 
 def _chain(rank: int, job: Job) -> Program:
@@ -190,7 +190,7 @@ def _chain(rank: int, job: Job) -> Program:
         return
     channels = channels_of(job)
     layout = _chain_layout(job)
-    lanes = layout.tree_lanes
+    lanes = layout.chain_lanes
     longest = max(len(chain) for chain in layout.channels[0].chains)
     stages = 2 * longest + 2
     plan = _chain_plan(job, layout)
@@ -222,7 +222,7 @@ def _chain(rank: int, job: Job) -> Program:
 
 
 def collnet_chain_job(job: Job, leaf_of: Callable[[int], str] | None = None) -> Job:
-    """``job`` with one network switch per lane of its tree layout as helper ranks (or with
+    """``job`` with one network switch per lane of its chains as helper ranks (or with
     ``leaf_of`` (head -> leaf name) a leaf per name and a top above them)."""
     layout = _chain_layout(job)
     plan = plan_sharp(_lane_heads(layout), job.nranks, leaf_of,
@@ -232,7 +232,7 @@ def collnet_chain_job(job: Job, leaf_of: Callable[[int], str] | None = None) -> 
 
 def _declare_chain(job: Job, plan: SharpPlan) -> Job:
     return replace(with_helpers(job, plan.names, [job.nranks * job.count] * len(plan.names)),
-                   lanes=plan.layout.tree_lanes.weights, layout=plan)
+                   lanes=plan.layout.chain_lanes.weights, layout=plan)
 
 
 def _prepare_chain(job: Job, topology: Any, gpus: list[int]) -> Job:

@@ -3,10 +3,13 @@ NCCL src/device/all_reduce.h ``runNvlsTree``, src/graph/trees.cc).
 
 Each node's NVSwitch (a helper rank) combines every chunk of its GPUs, and sends slice h of
 the node's sum to the slice's head (the node's GPU ``h mod size``). The heads of slice h
-form NCCL's tree over node positions (tree ``h mod 2`` of :func:`~collsim.nccl.layout.double_tree`):
+form NCCL's double binary tree over node positions (:func:`~collsim.nccl.layout.double_tree`):
 each head combines its children's slices into its own and passes it up while the root sends
 the global sum down; every head hands the global sum to its NVSwitch, which multicasts the
-chunk to the node's GPUs. Chunks pipeline through the whole path (NVLS's 128 KiB per channel
+chunk to the node's GPUs. NCCL's NVLS channel c climbs tree ``c mod 2`` (``connect.cc``,
+``connectNvls``) and every channel carries a share of every slice, so chunk i of each slice
+goes through tree ``i mod 2``: each head's NIC carries both trees, and the node inner in one
+is a leaf in the other. Chunks pipeline through the whole path (NVLS's 128 KiB per channel
 by default; one lane of all channels). On one node this is ``nvls``.
 
 Not modelled: NCCL's split of the heads' threads between tree up and down by channel; the
@@ -72,20 +75,23 @@ def _program(rank: int, job: Job) -> Program:
     threads = gpu_threads(switch, cs)
     m = heads_of(nodes)
     for h in headed(rank, nodes[node], m) if many else ():
-        tree = trees[h % 2]
-        up = tree.parent[node]
-        parent = None if up is None else head(nodes[up], h)
-        children = [head(nodes[child], h) for child in tree.children[node]]
         piece = [slices(c, m)[h] for c in cs]
         up, down = TREE_UP.part(h, m), TREE_DOWN.part(h, m)
-        receive = (others_partial(switch, nodes[node], h, m)
-                   + [(child, up, True) for child in children])
-        below = [(child, down) for child in children] + [(switch, RESULT.part(h, m))]
-        if parent is None:  # the root turns each chunk around
-            threads.append(relay_steps(piece, receive, below, 0, WINDOW))
-            continue
-        threads += [relay_steps(piece, receive, [(parent, up)], 0, WINDOW),
-                    relay_steps(piece, [(parent, down, False)], below, 0, WINDOW)]
+        for t, tree in enumerate(trees):  # chunk i of every slice goes through tree i mod 2
+            chunks = range(t, len(piece), 2)
+            if not chunks:
+                continue
+            above = tree.parent[node]
+            parent = None if above is None else head(nodes[above], h)
+            children = [head(nodes[child], h) for child in tree.children[node]]
+            receive = (others_partial(switch, nodes[node], h, m)
+                       + [(child, up, True) for child in children])
+            below = [(child, down) for child in children] + [(switch, RESULT.part(h, m))]
+            if parent is None:  # the root turns each chunk around
+                threads.append(relay_steps(piece, receive, below, 0, WINDOW, chunks))
+                continue
+            threads += [relay_steps(piece, receive, [(parent, up)], 0, WINDOW, chunks),
+                        relay_steps(piece, [(parent, down, False)], below, 0, WINDOW, chunks)]
     yield Parallel(threads)
 
 

@@ -86,20 +86,23 @@ def _lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int, lane
 
 
 def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane: int,
-                window: int = 1) -> Program:
+                window: int = 1, chunks: range | None = None) -> Program:
     """Step i receives chunk i from each of ``receive`` ((peer, tags, combine)) while it
-    sends chunk i-1 to each of ``send`` ((peer, tags)); empty steps are skipped.
+    sends chunk i-1 to each of ``send`` ((peer, tags)); empty steps are skipped. ``chunks``
+    names the chunks this relay carries (default: all of ``regions``), for a pipeline whose
+    chunks are dealt between several trees.
 
     With ``window`` > 1 the chunks are dealt to that many slots run side by side (chunk i
     to slot i mod ``window``), each relaying its own chunks as above: up to ``window``
     chunks are in flight on each connection, as NCCL's ``NCCL_STEPS`` buffers per peer,
     so a hop's latency is paid once per window rather than once per chunk; but the slots'
     sends share links fairly rather than going in order (see :data:`WINDOW`)."""
-    if window <= 1 or len(regions) <= 1:
-        yield from _relay(range(len(regions)), regions, receive, send, lane)
+    mine = range(len(regions)) if chunks is None else chunks
+    if window <= 1 or len(mine) <= 1:
+        yield from _relay(mine, regions, receive, send, lane)
         return
-    yield Parallel([_relay(range(slot, len(regions), window), regions, receive, send, lane)
-                    for slot in range(min(window, len(regions)))])
+    yield Parallel([_relay(mine[slot::window], regions, receive, send, lane)
+                    for slot in range(min(window, len(mine)))])
 
 
 def _relay(chunks: range, regions: list[tuple[int, int]], receive: list, send: list,
