@@ -140,3 +140,16 @@ def test_the_sockets_option_sends_through_host_memory_on_one_nic():
     one = estimate(sockets, "allreduce", "ring", 16, 2**28)
     eight = estimate(rails, "allreduce", "ring", 16, 2**28)
     assert one.busbw_GBps < 48 and one.busbw_GBps < eight.busbw_GBps / 4
+
+
+@pytest.mark.parametrize("value, expected", [("-1us", "negative"), ("fast", "net_latency")])
+def test_a_bad_net_latency_names_its_key(tmp_path, value, expected):
+    from collsim.errors import InputError
+
+    text = find_topology("p4d-efa-cluster").read_text().replace("net_latency: 75us",
+                                                                f"net_latency: {value}")
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as error:
+        load_topology(path)
+    assert "net_latency" in str(error.value) and expected in str(error.value)
