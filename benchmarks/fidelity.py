@@ -330,7 +330,8 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
     head = f"{'machine':<20}" + "".join(f" | {name:>19}" for name, _ in KINDS)
     sub = f"{'':<20}" + "".join(f" | {'rows':>5} {'median':>6} {'p90':>6}" for _ in KINDS)
     lines = [head, sub]
-    for machine in [*machines, "all", "described"]:
+    undescribed_rows = any(r["network"] for r in table)
+    for machine in [*machines, "all", *(["described"] if undescribed_rows else [])]:
         mine = [r for r in table if machine in ("all", r["machine"])
                 or (machine == "described" and not r["network"])]
         cells = []
@@ -357,9 +358,11 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
         f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
         "on a multi-node run takes minutes); `forced` where the source says what ran; "
         "`python benchmarks/fidelity.py` (seconds with the cache of fits and simulations, "
-        "a few minutes without). `described` is `all` without the rows on networks no "
-        "preset describes (listed below; they stay in their machine's line and in `all`)."
-        "\n\n"
+        "a few minutes without)."
+        + (" `described` is `all` without the rows on networks no preset describes (listed "
+           "below; they stay in their machine's line and in `all`)." if undescribed_rows
+           else "")
+        + "\n\n"
         f"```\n{text}\n```\n\nRuns simulated on a preset chosen by run (`RUN_PRESETS`):\n\n"
         f"{mapped}\n\nOn networks no preset describes:\n\n{networks or '- none'}\n\n"
         f"Left out:\n\n{notes}\n")
