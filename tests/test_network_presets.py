@@ -153,3 +153,29 @@ def test_a_bad_net_latency_names_its_key(tmp_path, value, expected):
     with pytest.raises(InputError) as error:
         load_topology(path)
     assert "net_latency" in str(error.value) and expected in str(error.value)
+
+
+def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
+    """benchmarks/fidelity.py's RUN_PRESETS: every run is in validation/runs.csv, on a network
+    its preset describes (EFA, TCPXO, sockets), and the preset loads with the overrides."""
+    import csv
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        import fidelity
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    with (root / "validation" / "runs.csv").open() as f:
+        runs = {row["run_id"]: row for row in csv.DictReader(f)}
+    for run, (name, overrides, why) in fidelity.RUN_PRESETS.items():
+        row = runs[run]
+        t = preset(name, nodes=int(row["nodes"]), **overrides)
+        assert t.gpus_per_node == int(row["gpus_per_node"]) and why
+        network = f"{row['fabric']} {row['notes']}"
+        expected = {"p4d-efa-cluster": "EFA", "p5-efa-cluster": "EFA",
+                    "a3-mega-cluster": "TCPXO", "h100-cluster": "TCP sockets"}[name]
+        assert expected in network
+        assert fidelity.undescribed_network(row) == ""
