@@ -179,3 +179,14 @@ def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
                     "a3-mega-cluster": "TCPXO", "h100-cluster": "TCP sockets"}[name]
         assert expected in network
         assert fidelity.undescribed_network(row) == ""
+
+
+@pytest.mark.parametrize("name, taken_from", [
+    ("p4d-efa-cluster", "a100-cluster"), ("p5-efa-cluster", "h100-cluster"),
+    ("a3-mega-cluster", "h100-cluster"), ("gb300-nvl72", "gb200-nvl72"),
+    ("gb300-nvl72-cluster", "gb200-nvl72")])
+def test_the_launch_cost_is_the_one_the_file_says_it_takes(name, taken_from):
+    """No small-size time of these machines over a plain network is published: each file
+    takes the launch of the preset with the same GPU and host software, and says so."""
+    assert preset(name).machine.nccl.launch == preset(taken_from).machine.nccl.launch
+    assert f"taken as {taken_from}'s" in find_topology(name).read_text()
