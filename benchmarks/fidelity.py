@@ -64,15 +64,37 @@ class RunSpec:
     network: str = ""         # a network no preset describes (undescribed_network)
 
 
+# Runs whose network the GPU's default cluster does not describe: run -> (preset, overrides,
+# why). The presets' figures come from the vendors' pages and plugins, not from these rows.
+RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
+    **{run: ("p4d-efa-cluster", {}, "p4d/p4de: 4x 100G EFA through aws-ofi-nccl")
+       for run in ("aws-p4de-2n-ar", "aws-p4dn-2n-ar-issue527", "aws-p4dn-3n-ar-issue527",
+                   "aws-p4dn-4n-ar-issue527")},
+    **{run: ("p5-efa-cluster", {}, "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl)")
+       for run in ("aws-p5-2n-ar", "aws-p5-2n-eks-nccl2185-ar")},
+    "gcp-a3mega-h100-2n-ar": ("a3-mega-cluster", {},
+                              "A3 Mega: 8x 200G GPUDirect-TCPXO (the repository's name)"),
+    # NCCL over TCP sockets (NCCL_IB_DISABLE=1) through one interface: no GPUDirect, one NIC;
+    # its speed is not stated, so the preset's 400 Gb/s (DGX H200's ConnectX-7) stands.
+    "ocp-h200-2x8-socket-ring-ar": ("h100-cluster", {"node.nics.count": 1,
+                                                     "node.nics.gpudirect": False},
+                                    "TCP sockets over one shared interface (sockets option)"),
+}
+
+
 def preset_of(row: dict) -> tuple[str, dict] | None:
     """The shipped preset a published machine is simulated on, and its overrides."""
     model, nodes, per_node = row["gpu_model"], int(row["nodes"]), int(row["gpus_per_node"])
+    if row["run_id"] in RUN_PRESETS:
+        name, overrides, _ = RUN_PRESETS[row["run_id"]]
+        return name, dict(overrides)
     single = {"H100-SXM-80GB": "dgx-h100", "H200-SXM-141GB": "dgx-h200",
               "A100-SXM4-80GB": "dgx-a100", "A100-SXM4-40GB": "dgx-a100", "B200": "dgx-b200",
-              "GB200": "gb200-nvl72", "L40S-PCIe-48GB": "l40s-pcie"}
+              "GB200": "gb200-nvl72", "GB300": "gb300-nvl72", "L40S-PCIe-48GB": "l40s-pcie"}
     cluster = {"H100-SXM-80GB": "h100-cluster", "H200-SXM-141GB": "h100-cluster",
                "A100-SXM4-80GB": "a100-cluster", "A100-SXM4-40GB": "a100-cluster",
-               "B200": "b200-cluster", "GB200": "gb200-nvl72-cluster"}
+               "B200": "b200-cluster", "GB200": "gb200-nvl72-cluster",
+               "GB300": "gb300-nvl72-cluster"}
     if nodes == 1 and model in single:
         return single[model], ({"gpus": per_node} if model.startswith("L40S") else {})
     if nodes > 1 and model in cluster:
@@ -102,9 +124,9 @@ def measured_time(row: dict) -> float | None:
 
 def undescribed_network(row: dict) -> str:
     """The network of a multi-node run when no preset describes it (AWS EFA, GCP's
-    GPUDirect-TCPXO, TCP sockets), else ''. Those rows stay in the table; the line
-    'described' leaves them out."""
-    if int(row["nodes"]) < 2:
+    GPUDirect-TCPXO, TCP sockets, unless RUN_PRESETS maps the run), else ''. Those rows stay
+    in the table; the line 'described' leaves them out."""
+    if int(row["nodes"]) < 2 or row["run_id"] in RUN_PRESETS:
         return ""
     text = f"{row['fabric']} {row['notes']}"
     for marker, name in (("EFA", "AWS EFA"), ("TCPXO", "GCP GPUDirect-TCPXO"),
@@ -308,7 +330,8 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
     head = f"{'machine':<20}" + "".join(f" | {name:>19}" for name, _ in KINDS)
     sub = f"{'':<20}" + "".join(f" | {'rows':>5} {'median':>6} {'p90':>6}" for _ in KINDS)
     lines = [head, sub]
-    for machine in [*machines, "all", "described"]:
+    undescribed_rows = any(r["network"] for r in table)
+    for machine in [*machines, "all", *(["described"] if undescribed_rows else [])]:
         mine = [r for r in table if machine in ("all", r["machine"])
                 or (machine == "described" and not r["network"])]
         cells = []
@@ -325,16 +348,23 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
     networks = "\n".join(f"- {run} ({machine}): {network}, "
                          f"{sum(r['run_id'] == run for r in table)} rows"
                          for network, run, machine in undescribed)
+    mapped = "\n".join(f"- {run}: `{name}`"
+                       + (" with " + ", ".join(f"{k}={v}" for k, v in over.items())
+                          if over else "") + f" ({why})"
+                       for run, (name, over, why) in RUN_PRESETS.items())
     (OUT / "table.md").write_text(
         "# busbw error against published measurements (rows >= 1 MiB)\n\n"
         "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
         f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
         "on a multi-node run takes minutes); `forced` where the source says what ran; "
         "`python benchmarks/fidelity.py` (seconds with the cache of fits and simulations, "
-        "a few minutes without). `described` is `all` without the rows on networks no "
-        "preset describes (listed below; they stay in their machine's line and in `all`)."
-        "\n\n"
-        f"```\n{text}\n```\n\nOn networks no preset describes:\n\n{networks}\n\n"
+        "a few minutes without)."
+        + (" `described` is `all` without the rows on networks no preset describes (listed "
+           "below; they stay in their machine's line and in `all`)." if undescribed_rows
+           else "")
+        + "\n\n"
+        f"```\n{text}\n```\n\nRuns simulated on a preset chosen by run (`RUN_PRESETS`):\n\n"
+        f"{mapped}\n\nOn networks no preset describes:\n\n{networks or '- none'}\n\n"
         f"Left out:\n\n{notes}\n")
     columns = ["machine", "run_id", "collective", "ranks", "size_bytes", "measured_busbw",
                "auto_pick", "auto_busbw", "auto_error", "forced", "forced_busbw",

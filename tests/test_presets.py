@@ -17,6 +17,9 @@ from collsim.nccl.protocols import cost_model
 
 SINGLE = ["dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "l40s-pcie"]
 CLUSTERS = ["a100-cluster", "h100-cluster", "b200-cluster", "gb200-nvl72-cluster"]
+# Cloud networks and GB300 (tests/test_network_presets.py checks their figures).
+NETWORKS = ["p4d-efa-cluster", "p5-efa-cluster", "a3-mega-cluster", "gb300-nvl72",
+            "gb300-nvl72-cluster"]
 PRESETS = SINGLE + CLUSTERS
 FIGURE = re.compile(r"\d")
 SECTIONS = ("gpu:", "nccl:")
@@ -30,7 +33,7 @@ def test_every_preset_of_design_md_is_shipped():
     assert set(PRESETS) <= set(shipped_names())
 
 
-@pytest.mark.parametrize("name", PRESETS)
+@pytest.mark.parametrize("name", PRESETS + NETWORKS)
 def test_every_figure_has_its_source_or_assumption_beside_it(name):
     """A line that gives a figure (a digit in its value) carries a comment, or follows a
     comment block that explains it; so does every line of the gpu and nccl sections."""
@@ -50,10 +53,10 @@ def test_every_figure_has_its_source_or_assumption_beside_it(name):
             assert explained, f"{name}:{i + 1}: figure without a source: {line}"
 
 
-@pytest.mark.parametrize("name", PRESETS)
+@pytest.mark.parametrize("name", PRESETS + NETWORKS)
 def test_every_preset_declares_gpu_and_nccl(name):
     machine = preset(name).machine
-    assert machine.gpu.model and machine.gpu.arch in (80, 89, 90, 100)
+    assert machine.gpu.model and machine.gpu.arch in (80, 89, 90, 100, 103)
     nccl = machine.nccl
     assert 0 < nccl.launch < 100e-6
     for link_class, line in nccl.line.items():

@@ -52,6 +52,8 @@ class NcclFigures:
     ``line`` holds the reference line rate (B/s) of each class the machine has, ``reachable``
     what NCCL reaches there (B/s; a class not declared reaches its line rate).
     ``overrides`` is keyed by (protocol, family), family None for every family.
+    ``net_latency`` (seconds) is the latency the network plugin reports to NCCL
+    (``ncclNetProperties.latency``), which NCCL adds to its network step latency.
     """
 
     launch: float
@@ -59,6 +61,7 @@ class NcclFigures:
     nvls: bool = False
     sharp: bool = False
     nic_path: str | None = None
+    net_latency: float = 0.0
     line: Mapping[str, float] = field(default_factory=dict)
     reachable: Mapping[str, float] = field(default_factory=dict)
     overrides: Mapping[tuple[str, str | None], ProtocolOverride] = field(default_factory=dict)

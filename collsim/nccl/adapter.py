@@ -67,6 +67,7 @@ def nccl_system(topology: Topology, gpus: Sequence[int] | None = None,
         system["nic_bandwidth"] = spec.nics.link.bandwidth / GB
         system["nic_path"] = figures.nic_path or _nic_path(topology, local[0])
         system["gpus_per_nic_switch"] = _gpus_per_nic_switch(topology, local)
+        system["nic_latency_us"] = figures.net_latency / 1e-6
     return NcclSystem(**{**system, **settings})
 
 

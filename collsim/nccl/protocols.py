@@ -13,7 +13,10 @@ What goes in (physical, or NCCL's measured engine limits):
 - ``latency(links)`` = NCCL's ``hwLat[class][family][protocol]``, where ``class`` is the slowest
   class the route crosses (network > pcie > nvlink). It **replaces** the links' own latencies:
   NCCL's per-step figures were measured end to end (flag or FIFO signalling, the proxy for the
-  network, and the wires), so adding the wires' latency would count them twice.
+  network, and the wires), so adding the wires' latency would count them twice. On the
+  network NCCL adds the latency the net plugin reports (``nccl.net_latency``; twice with
+  Simple, for its flush), and so does the cost model; a file's ``protocols`` latency replaces
+  the sum.
   In-switch families: NCCL charges one latency for a round trip through a reducing switch
   (NVLS: ``hwLat[NVLINK][nvls]`` once per call; CollNet: the network figure once per call).
   NVLS programs pipeline up to 64 chunks through the NVSwitch, so the NVLink figure is charged
@@ -150,6 +153,8 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
     def figure(link_class: str) -> float:
         """NCCL's figure for the class (or the file's, which replaces it)."""
         latency = C.HW_LATENCY_US[HW_ROW[link_class]][family][p] * US
+        if link_class == "network":  # the plugin's latency, twice with Simple (its flush)
+            latency += figures.net_latency * (2 if protocol == "Simple" else 1)
         for override in (protocol_override, family_override):
             if override is not None and link_class in override.latency:
                 latency = override.latency[link_class]

@@ -39,7 +39,9 @@ def format_nccl(topology: Topology) -> str | None:
     yes = {True: "yes", False: "no"}
     lines = [f"gpu             {gpu.model or '?'} (arch {gpu.arch})",
              f"NCCL            launch {_us(figures.launch)} per call, cpu {figures.cpu}, "
-             f"NVLS {yes[figures.nvls]}, SHARP {yes[figures.sharp]}",
+             f"NVLS {yes[figures.nvls]}, SHARP {yes[figures.sharp]}"
+             + (f", net plugin latency {_us(figures.net_latency)}" if figures.net_latency
+                else ""),
              f"  {'class':<10}{'line rate':<14}reachable"]
     for link_class in LINK_CLASSES:
         reached = figures.reached(link_class)

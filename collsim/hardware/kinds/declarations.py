@@ -9,6 +9,8 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
       sharp: false              # the network switches reduce (CollNet / SHARP)
       nic_path: pxb             # optional: NCCL's GPU-to-NIC path type, if the PCIe tree has
                                 # more levels than the file's (else derived from it)
+      net_latency: 75us         # optional: the latency the network plugin reports to NCCL
+                                # (ncclNetProperties.latency; 0 for NCCL's IB and sockets)
       reachable:                # what NCCL reaches per class; a bandwidth, or a % of line rate
         nvlink: 370.8GB/s       #   per GPU per direction
         pcie: 48GB/s            #   a GPU's PCIe link (the GPU-NIC path)
@@ -52,6 +54,7 @@ NCCL_SCHEMA = {
     "properties": {
         "launch": QUANTITY, "cpu": {"enum": list(CPUS)}, "nvls": {"type": "boolean"},
         "sharp": {"type": "boolean"}, "nic_path": {"enum": list(NIC_PATHS)},
+        "net_latency": QUANTITY,
         "reachable": _BY_CLASS,
         "protocols": {"type": "object", "properties": {p: _PROTOCOL for p in PROTOCOLS},
                       "additionalProperties": False},
@@ -82,6 +85,8 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
         launch=quantity(doc, ("nccl", "launch"), parse_time),
         cpu=data["cpu"], nvls=bool(data.get("nvls", False)),
         sharp=bool(data.get("sharp", False)), nic_path=data.get("nic_path"),
+        net_latency=(quantity(doc, ("nccl", "net_latency"), parse_time)
+                     if data.get("net_latency") is not None else 0.0),
         line=line, reachable={c: r for c, r in reachable.items() if r is not None},
         overrides=_overrides(doc)))
 

@@ -1,0 +1,192 @@
+"""The presets of cloud networks and GB300 (EFA on p4d and p5, GPUDirect-TCPXO on A3 Mega, GB300
+NVL72): each loads with its vendors' NIC counts and speeds, `topo show` prints what it declares,
+`nodes` is settable and checked, and NCCL's choice on each agrees with NCCL's cost model worked
+by hand (one case per preset)."""
+
+from __future__ import annotations
+
+import pytest
+
+from collsim.cli import main
+from collsim.hardware.loader import load_topology
+from collsim.hardware.shipped import find_topology, shipped_names
+from collsim.nccl.adapter import nccl_system
+from collsim.nccl.choice import choose
+from collsim.nccl.protocols import cost_model
+
+CLUSTERS = {  # name: (GPUs per node, NICs per node, Gb/s per NIC, reachable share, net latency)
+    "p4d-efa-cluster": (8, 4, 100, 1.0, 75e-6),
+    "p5-efa-cluster": (8, 8, 400, 1.0, 75e-6),
+    "a3-mega-cluster": (8, 8, 200, 0.96, 0.0),
+    "gb300-nvl72-cluster": (72, 72, 800, 0.96, 0.0),
+}
+NEW = [*CLUSTERS, "gb300-nvl72"]
+
+
+def preset(name, **overrides):
+    return load_topology(find_topology(name), overrides)
+
+
+def test_the_new_presets_are_shipped_and_listed(capsys):
+    assert set(NEW) <= set(shipped_names())
+    assert main(["list"]) == 0
+    listed = capsys.readouterr().out
+    for name in NEW:
+        assert f"  {name} " in listed
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_clusters_declare_their_vendors_nics(name):
+    per_node, nics, gbps, share, latency = CLUSTERS[name]
+    t = preset(name)
+    spec = t.node.spec.nics
+    assert (t.gpus_per_node, spec.count, spec.link.bandwidth) == (per_node, nics, gbps / 8e-9)
+    figures = t.machine.nccl
+    assert figures.reached("network") == pytest.approx(share * gbps / 8e-9)
+    assert figures.net_latency == pytest.approx(latency)
+    assert nccl_system(preset(name, nodes=2)).nic_latency_us == pytest.approx(latency * 1e6)
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+@pytest.mark.parametrize("nodes", [1, 3, 5])
+def test_nodes_is_settable(name, nodes):
+    t = preset(name, nodes=nodes)
+    assert t.nodes == nodes and t.gpus == nodes * CLUSTERS[name][0]
+    assert nccl_system(t).nodes == nodes
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+@pytest.mark.parametrize("bad", ["0", "-2", "two"])
+def test_a_bad_node_count_exits_2_naming_the_key(name, bad, capsys):
+    status = main(["topo", "show", name, "--set", f"nodes={bad}", "--no-bisection"])
+    out, err = capsys.readouterr()
+    assert status == 2 and "nodes" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_topo_show_prints_line_rate_and_reachable(name, capsys):
+    assert main(["topo", "show", name, "--no-bisection"]) == 0
+    out = capsys.readouterr().out
+    figures = preset(name).machine.nccl
+    for link_class in ("nvlink", "pcie", "network"):
+        line, reached = figures.line[link_class], figures.reached(link_class)
+        assert f"  {link_class:<10}{line / 1e9:g} GB/s" in out
+        assert f"{reached / 1e9:g} GB/s ({100 * reached / line:.3g}%)" in out
+    assert ("net plugin latency 75us" in out) == (figures.net_latency > 0)
+
+
+def test_the_plugins_latency_is_added_to_the_network_step_as_nccl_does():
+    """NCCL adds the plugin's latency to its network figure, twice with Simple (the flush):
+    p4d's ring LL step is 2.7 + 75 us, its Simple step 14 + 2 x 75 (NCCL's hwLat NET)."""
+    t = preset("p4d-efa-cluster")
+    nic = next(link for link in t.links if link.kind == "nic")
+    assert cost_model(t, "ring", "LL").latency([nic]) == pytest.approx(77.7e-6)
+    assert cost_model(t, "ring", "Simple").latency([nic]) == pytest.approx(164e-6)
+    # p5 declares what a step costs on EFA per AWS's model: that replaces the sum
+    p5 = preset("p5-efa-cluster")
+    nic = next(link for link in p5.links if link.kind == "nic")
+    assert cost_model(p5, "ring", "LL").latency([nic]) == pytest.approx(20e-6)
+    assert cost_model(p5, "ring", "Simple").latency([nic]) == pytest.approx(23e-6)
+
+
+def _candidate(choice, algorithm, protocol):
+    return next(c for c in choice.candidates if (c.algorithm, c.protocol) == (algorithm,
+                                                                              protocol))
+
+
+# NCCL's model worked by hand (µs; notes §1.3; hwLat and baseLat of constants.py):
+#   Tree LL  = 6.8 + 2 ((ppn-1) 0.6 + log2(nodes) (5.0 + plugin latency))
+#   Ring LL  = 6.6 + (2(p-1) - 2(nodes-1)) max(0.6, netOverhead) + 2(nodes-1)(2.7 + plugin)
+#   NVLS (one node) = 25; NVLSTree Simple = 25 + 2 log2(nodes) 20.9
+HAND = [
+    # p4d, 2 x 8, 4 KiB: Tree LL 6.8 + 2 (4.2 + 80) = 175.2 beats Ring LL 6.6 + 28 x 1.0
+    # (Intel) + 2 x 77.7 = 190.0; LL128 and Simple pay more latency still
+    ("p4d-efa-cluster", 2, 8, 4096, "nccl_tree", "LL", 175.2, ("ring", "LL", 190.0)),
+    # p5, 2 x 8, 4 KiB: Tree LL 175.2 beats Ring LL 6.6 + 28 x 2.0 (AMD) + 155.4 = 218.0
+    ("p5-efa-cluster", 2, 8, 4096, "nccl_tree", "LL", 175.2, ("ring", "LL", 218.0)),
+    # A3 Mega, 2 x 8, 4 KiB (plugin latency 0): Tree LL 6.8 + 2 (4.2 + 5.0) = 25.2 beats
+    # Ring LL 6.6 + 28 x 1.0 + 2 x 2.7 = 40.0
+    ("a3-mega-cluster", 2, 8, 4096, "nccl_tree", "LL", 25.2, ("ring", "LL", 40.0)),
+    # GB300 rack, 72 GPUs, 8 B: NVLS 25 beats Ring LL 6.6 + 142 x 0.6 = 91.8
+    ("gb300-nvl72", 1, 72, 8, "nvls", "Simple", 25.0, ("ring", "LL", 91.8)),
+    # 2 GB300 racks, 8 B: NVLSTree 25 + 2 x 20.9 = 66.8 beats Tree LL 6.8 + 2 (71 x 0.6 + 5.0)
+    # = 102.0
+    ("gb300-nvl72-cluster", 2, 72, 8, "nvls_tree", "Simple", 66.8, ("nccl_tree", "LL", 102.0)),
+]
+
+
+@pytest.mark.parametrize("name, nodes, per_node, size, algorithm, protocol, latency, other",
+                         HAND)
+def test_auto_picks_what_nccls_model_worked_by_hand_picks(name, nodes, per_node, size,
+                                                          algorithm, protocol, latency, other):
+    t = preset(name, **({"nodes": nodes} if name.endswith("cluster") else {}))
+    gpus = [n * t.gpus_per_node + g for n in range(nodes) for g in range(per_node)]
+    choice = choose(nccl_system(t, gpus), "allreduce", size)
+    assert (choice.algorithm, choice.protocol) == (algorithm, protocol)
+    assert _candidate(choice, algorithm, protocol).latency * 1e6 == pytest.approx(latency)
+    assert _candidate(choice, *other[:2]).latency * 1e6 == pytest.approx(other[2])
+
+
+def test_the_sockets_option_sends_through_host_memory_on_one_nic():
+    """NCCL over TCP sockets (NCCL_IB_DISABLE=1) on one interface: h100-cluster with one NIC
+    and no GPUDirect. A ring allreduce then reaches less than the one NIC's 48 GB/s and less
+    than the 8-rail cluster, and NCCL's GPU-NIC path is no longer one PCIe switch."""
+    from collsim.api import estimate
+
+    sockets = preset("h100-cluster", nodes=2, **{"node.nics.count": 1,
+                                                "node.nics.gpudirect": False})
+    rails = preset("h100-cluster", nodes=2)
+    assert nccl_system(sockets).nic_path != "pix" and nccl_system(rails).nic_path == "pix"
+    one = estimate(sockets, "allreduce", "ring", 16, 2**28)
+    eight = estimate(rails, "allreduce", "ring", 16, 2**28)
+    assert one.busbw_GBps < 48 and one.busbw_GBps < eight.busbw_GBps / 4
+
+
+@pytest.mark.parametrize("value, expected", [("-1us", "negative"), ("fast", "net_latency")])
+def test_a_bad_net_latency_names_its_key(tmp_path, value, expected):
+    from collsim.errors import InputError
+
+    text = find_topology("p4d-efa-cluster").read_text().replace("net_latency: 75us",
+                                                                f"net_latency: {value}")
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as error:
+        load_topology(path)
+    assert "net_latency" in str(error.value) and expected in str(error.value)
+
+
+def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
+    """benchmarks/fidelity.py's RUN_PRESETS: every run is in validation/runs.csv, on a network
+    its preset describes (EFA, TCPXO, sockets), and the preset loads with the overrides."""
+    import csv
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        import fidelity
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    with (root / "validation" / "runs.csv").open() as f:
+        runs = {row["run_id"]: row for row in csv.DictReader(f)}
+    for run, (name, overrides, why) in fidelity.RUN_PRESETS.items():
+        row = runs[run]
+        t = preset(name, nodes=int(row["nodes"]), **overrides)
+        assert t.gpus_per_node == int(row["gpus_per_node"]) and why
+        network = f"{row['fabric']} {row['notes']}"
+        expected = {"p4d-efa-cluster": "EFA", "p5-efa-cluster": "EFA",
+                    "a3-mega-cluster": "TCPXO", "h100-cluster": "TCP sockets"}[name]
+        assert expected in network
+        assert fidelity.undescribed_network(row) == ""
+
+
+@pytest.mark.parametrize("name, taken_from", [
+    ("p4d-efa-cluster", "a100-cluster"), ("p5-efa-cluster", "h100-cluster"),
+    ("a3-mega-cluster", "h100-cluster"), ("gb300-nvl72", "gb200-nvl72"),
+    ("gb300-nvl72-cluster", "gb200-nvl72")])
+def test_the_launch_cost_is_the_one_the_file_says_it_takes(name, taken_from):
+    """No small-size time of these machines over a plain network is published: each file
+    takes the launch of the preset with the same GPU and host software, and says so."""
+    assert preset(name).machine.nccl.launch == preset(taken_from).machine.nccl.launch
+    assert f"taken as {taken_from}'s" in find_topology(name).read_text()
