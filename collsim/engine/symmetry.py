@@ -39,7 +39,7 @@ from collsim.engine.policy import FabricPolicy
 from collsim.engine.rendezvous import bad_count, bad_peer
 from collsim.engine.simulation import Call, RankState, Simulation
 from collsim.hardware.topology import Topology
-from collsim.program import Job, Parallel, ProgramFactory, Recv, Send
+from collsim.program import Copy, Job, Parallel, ProgramFactory, Recv, Send
 
 # An algorithm's declaration: None when its programs for ``job`` are equivariant under the
 # shift r -> r + shift, else why not (a few words).
@@ -287,3 +287,34 @@ def run_symmetric(topology: Topology, gpus: Sequence[int], job: Job, programs: P
     simulation.run()
     result = call.result
     return SymmetricRun(result.finish, result.transfers * shift.order, simulation.fabric)
+
+
+def signature(program: object, rank: int, p: int) -> tuple:
+    """What the timing engine sees of a rank's program, with peers as offsets from ``rank``
+    (mod p): each step's operations as a sorted tuple (order within a step does not change
+    any time), free copies left out, ``Parallel`` steps as their threads' signatures."""
+    steps = []
+    for step in program:
+        if type(step) is Parallel:
+            steps.append(("parallel", tuple(signature(iter(sub), rank, p)
+                                            for sub in step.programs)))
+            continue
+        ops = step if type(step) in (tuple, list) else (step,)
+        seen = []
+        for op in ops:
+            if type(op) in (Send, Recv):
+                seen.append((type(op).__name__, (op.peer - rank) % p, op.tag, op.count,
+                             getattr(op, "reduce", False), op.lane))
+            elif type(op) is not Copy:
+                seen.append((type(op).__name__, getattr(op, "count", 0)))
+        if seen:
+            steps.append(tuple(sorted(seen)))
+    return tuple(steps)
+
+
+def equivariant(programs: ProgramFactory, job: Job, shift: int) -> bool:
+    """Whether rank r + shift's program is rank r's moved by ``shift``, for every rank: the
+    reference the algorithms' declarations are tested against (it runs every program)."""
+    p = job.nranks
+    signatures = [signature(iter(programs(r, job)), r, p) for r in range(p)]
+    return all(signatures[r] == signatures[(r + shift) % p] for r in range(p))
