@@ -266,27 +266,18 @@ class SymmetricCall(Call):
         self._resuming = False
 
 
-@dataclass
-class SymmetricRun:
-    """Every rank's finish time and the transfers the full simulation would move."""
-
-    finish: list[float]
-    transfers: int
-    fabric: Fabric
-
-
-def run_symmetric(topology: Topology, gpus: Sequence[int], job: Job, programs: ProgramFactory,
-                  costs: CostModel, policy: FabricPolicy, shift: Shift) -> SymmetricRun:
-    """Simulate the representatives of ``shift``'s orbits from t = 0; Asymmetric when a
-    route they use breaks the symmetry."""
+def symmetric_call(topology: Topology, gpus: Sequence[int], job: Job,
+                   programs: ProgramFactory, costs: CostModel, policy: FabricPolicy,
+                   shift: Shift) -> SymmetricCall:
+    """The representatives of ``shift``'s orbits as a call starting at t = 0 on a simulation
+    of their own (``call.simulation.run()`` runs it; Asymmetric when a route they use
+    breaks the symmetry)."""
     simulation = Simulation(topology, costs, policy, OrbitFabric)
     simulation.fabric.configure(shift)
     call = SymmetricCall(simulation, job, gpus, programs, shift)
     simulation.calls.append(call)
     call.start()
-    simulation.run()
-    result = call.result
-    return SymmetricRun(result.finish, result.transfers * shift.order, simulation.fabric)
+    return call
 
 
 def signature(program: object, rank: int, p: int) -> tuple:

@@ -11,7 +11,7 @@ from collsim.engine.fabric import Fabric
 from collsim.engine.lockstep import run_lockstep, traced_exchanges
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.engine.simulation import RankState, Simulation
-from collsim.engine.symmetry import Asymmetric, Declaration, choose_shift, run_symmetric
+from collsim.engine.symmetry import Asymmetric, Declaration, choose_shift, symmetric_call
 from collsim.hardware.topology import Topology
 from collsim.program import Job, ProgramFactory
 
@@ -93,11 +93,15 @@ class TimingEngine:
         shift, why = choose_shift(self.topology, self.fabric, self.gpus, self.job, declared)
         if shift is None:
             return None, why
+        call = symmetric_call(self.topology, self.gpus, self.job, self.programs, self.costs,
+                              self.policy, shift)
+        # A progress display reads the clock and transfers of the simulation that runs.
+        self.env, self.fabric = call.simulation.env, call.simulation.fabric
         try:
-            run = run_symmetric(self.topology, self.gpus, self.job, self.programs, self.costs,
-                                self.policy, shift)
+            call.simulation.run()
         except Asymmetric as exc:
+            self.env, self.fabric = self.simulation.env, self.simulation.fabric
             return None, str(exc)
-        start = 0.0
-        return TimingRun(max(run.finish, default=start) - start, run.finish, run.transfers,
+        result = call.result
+        return TimingRun(result.time, result.finish, result.transfers * shift.order,
                          "symmetric"), ""
