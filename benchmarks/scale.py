@@ -36,8 +36,10 @@ CONTENDED = [(OVERSUBSCRIBED, 128, "hierarchical", {}, {}),
 
 
 # The symmetric path's cases: NCCL's ring with 16 channels (8 lanes of two, one per NIC,
-# sharing NVLink: no lockstep path) on the 1:1 cluster with D-mod-k routing.
+# sharing NVLink: no lockstep path) on the 1:1 cluster with D-mod-k routing; auto there
+# picks NVLS trees at 1 GiB, and without NVLS the ring on 16 nodes (NCCL's tree beyond).
 SYMMETRIC = {"fabric.routing": "dmodk"}
+NO_NVLS = {**SYMMETRIC, "nccl.nvls": False}
 SIXTEEN = {"channels": 16}
 
 
@@ -92,7 +94,7 @@ def main() -> None:
     if args.symmetric:
         cluster = str(CLUSTER)
         cases = [(cluster, n, "ring", SIXTEEN, SYMMETRIC) for n in args.nodes]
-        cases += [(cluster, n, "auto", {}, SYMMETRIC) for n in args.auto_nodes]
+        cases += [(cluster, n, "auto", {}, NO_NVLS) for n in args.auto_nodes]
         for n in args.compare_nodes:
             cases += [(cluster, n, "ring", SIXTEEN, SYMMETRIC, True),
                       (cluster, n, "ring", SIXTEEN, SYMMETRIC)]
