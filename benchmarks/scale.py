@@ -28,11 +28,12 @@ OVERSUBSCRIBED = ROOT / "topologies" / "h100-cluster-2to1.yaml"
 # (file, nodes, algorithm, params, settings): the contended cases. The hierarchical
 # allreduce runs eight rings across nodes at once (one per rail) over 2:1 leaves whose
 # uplinks ECMP picks by hash, so flows collide on uplinks (with D-mod-k routing the eight
-# go to eight NICs, so eight spines); the four-channel ring is four lanes sharing NVLink.
-# All need every transfer as an event.
+# go to eight NICs, so eight spines); the four-channel ring is four lanes sharing NVLink,
+# every transfer an event under ECMP, one rank per orbit under D-mod-k (symmetric path).
 CONTENDED = [(OVERSUBSCRIBED, 128, "hierarchical", {}, {}),
              (OVERSUBSCRIBED, 128, "hierarchical", {}, {"fabric.routing": "dmodk"}),
-             (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, {})]
+             (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, {}),
+             (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, {"fabric.routing": "dmodk"})]
 
 
 # The symmetric path's cases: NCCL's ring with 16 channels (8 lanes of two, one per NIC,
