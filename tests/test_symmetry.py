@@ -128,6 +128,25 @@ def test_symmetric_equals_full_on_clusters(file, settings_, channels, collective
     agree(quick, full)
 
 
+@settings(max_examples=6, deadline=None)
+@given(machine=st.sampled_from([("h100-cluster.yaml", {"fabric.routing": "dmodk"}),
+                                ("a100-cluster.yaml", {})]),
+       nodes=st.sampled_from([4, 8]), channels=st.integers(1, 16),
+       collective=st.sampled_from(["allreduce", "allgather", "reducescatter"]),
+       blocks=st.integers(1, 64))
+def test_symmetric_equals_full_on_clusters_for_any_channels(machine, nodes, channels,
+                                                           collective, blocks):
+    """NCCL's ring on a fat-tree with D-mod-k routing and on rails, any channel count and
+    size that cuts evenly: symmetric, and equal to the full simulation."""
+    file, settings_ = machine
+    topology = load_topology(TOPOLOGIES / file, {**settings_, "nodes": nodes})
+    p = topology.gpus
+    quick, full = runs(topology, collective, "ring", p, 4 * p * channels * blocks,
+                       {"channels": channels})
+    assert quick.path == "symmetric", quick.fallback
+    agree(quick, full)
+
+
 def test_orbit_fabric_routes_cross_orbit_representatives():
     """On a switch under the shift by one every up-port is one orbit (GPU 0's) and every
     down-port another (GPU 0's), so any route is GPU 0's up-port then GPU 0's down-port."""
