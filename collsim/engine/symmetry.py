@@ -154,24 +154,29 @@ def prefilter(topology: Topology, fabric: Fabric, shift: Shift) -> str | None:
 def choose_shift(topology: Topology, fabric: Fabric, gpus: Sequence[int], job: Job,
                  declared: Declaration) -> tuple[Shift | None, str]:
     """The smallest shift (a proper divisor of p) that the algorithm declares and the
-    machine's first routes agree with, or None and why there is none."""
+    machine's first routes agree with, or None and why there is none (the machine's
+    objection when the algorithm allowed some shift, else the algorithm's)."""
     p = job.nranks
     if job.helpers:
         return None, "helper ranks"
     if p < 2:
         return None, "one rank"
-    why = last = ""
+    why = machine = ""
+    placed = tuple(gpus)
     for step in (d for d in range(1, p // 2 + 1) if p % d == 0):
-        shift = Shift(tuple(gpus), step)
-        refused = prefilter(topology, fabric, shift)
-        if refused is None:
-            refused = declared(job, step)
-            if refused is None:
-                return shift, ""
+        refused = declared(job, step)  # cheap: asked before any route is compared
+        if refused is not None:
             why = why or f"shift by {step}: {refused}"
-        elif not why:
-            last = refused
-    return None, why or f"no rank shift maps the machine onto itself ({last})"
+            continue
+        shift = Shift(placed, step)
+        objection = prefilter(topology, fabric, shift)
+        if objection is None:
+            return shift, ""
+        machine = machine or objection
+    if machine:
+        return None, f"no rank shift the algorithm allows maps the machine onto itself " \
+                     f"({machine})"
+    return None, why
 
 
 class SymmetricCall(Call):
