@@ -4,10 +4,12 @@
 Each case runs in a fresh process (its peak RSS is its own); wall time covers loading the
 topology, placing the ranks, routing and simulating, as ``collsim estimate`` would. The
 path is ``lockstep`` when the algorithm's whole steps were timed at once (no two ring
-pairs share a link) and ``full`` when every transfer was an event.
+pairs share a link), ``symmetric`` when one rank per orbit of a rank shift ran on the
+events (docs/engine.md) and ``full`` when every rank's transfers were events.
 
     python benchmarks/scale.py                          # 16, 128, 1024, 2048 nodes + 2:1
     python benchmarks/scale.py --nodes 16 128 --no-oversubscribed
+    python benchmarks/scale.py --symmetric              # 16 channels, D-mod-k, full vs symmetric
 """
 
 from __future__ import annotations
@@ -26,23 +28,44 @@ OVERSUBSCRIBED = ROOT / "topologies" / "h100-cluster-2to1.yaml"
 # (file, nodes, algorithm, params, settings): the contended cases. The hierarchical
 # allreduce runs eight rings across nodes at once (one per rail) over 2:1 leaves whose
 # uplinks ECMP picks by hash, so flows collide on uplinks (with D-mod-k routing the eight
-# go to eight NICs, so eight spines); the four-channel ring is four lanes sharing NVLink.
-# All need every transfer as an event.
+# go to eight NICs, so eight spines); the four-channel ring is four lanes sharing NVLink,
+# every transfer an event under ECMP, one rank per orbit under D-mod-k (symmetric path).
 CONTENDED = [(OVERSUBSCRIBED, 128, "hierarchical", {}, {}),
              (OVERSUBSCRIBED, 128, "hierarchical", {}, {"fabric.routing": "dmodk"}),
-             (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, {})]
+             (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, {}),
+             (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, {"fabric.routing": "dmodk"})]
 
 
-def one(file: str, nodes: int, algorithm: str, params: dict, settings: dict) -> dict:
-    """Load, place, route and simulate one case in this process."""
+# The symmetric path's cases: NCCL's ring with 16 channels (8 lanes of two, one per NIC,
+# sharing NVLink: no lockstep path) on the 1:1 cluster with D-mod-k routing; auto there
+# picks NVLS trees at 1 GiB, and without NVLS the ring on 16 nodes (NCCL's tree beyond).
+SYMMETRIC = {"fabric.routing": "dmodk"}
+NO_NVLS = {**SYMMETRIC, "nccl.nvls": False}
+SIXTEEN = {"channels": 16}
+
+
+def one(file: str, nodes: int, algorithm: str, params: dict, settings: dict,
+        full: bool = False) -> dict:
+    """Load, place, route and simulate one case in this process (``full``: with the
+    symmetric path off, as the engine without an algorithm's declaration)."""
     from collsim.hardware.loader import load_topology
     from collsim.simulate import simulate
 
     wall, cpu = time.perf_counter(), time.process_time()
     topology = load_topology(file, {"nodes": nodes, **settings})
+    if full:
+        from dataclasses import replace
+
+        from collsim.algorithms.registry import REGISTRY
+        key = ("allreduce", algorithm)
+        declared = REGISTRY[key]
+        REGISTRY[key] = replace(declared, symmetric=None)  # this process only
     result = simulate(topology, "allreduce", algorithm, topology.gpus, 1 << 30, params)
-    return {"topology": topology.name, "gpus": topology.gpus, "algorithm": algorithm,
-            "params": {**params, **settings}, "wall_s": time.perf_counter() - wall,
+    name = result.selected if algorithm == "auto" else algorithm
+    return {"topology": topology.name, "gpus": topology.gpus,
+            "algorithm": f"{algorithm}->{name}" if name != algorithm else algorithm,
+            "params": {**params, **settings, **({"symmetric": "off"} if full else {})},
+            "wall_s": time.perf_counter() - wall,
             "cpu_s": time.process_time() - cpu, "path": result.path,
             "time_s": result.time_s, "busbw": result.busbw_GBps,
             "transfers": result.transfers,
@@ -58,24 +81,37 @@ def main() -> None:
     parser.add_argument("--auto-nodes", type=int, nargs="*", default=[16],
                         help="node counts at which NCCL's own choice (auto) is also timed")
     parser.add_argument("--no-oversubscribed", action="store_true")
+    parser.add_argument("--symmetric", action="store_true",
+                        help="the symmetric path's cases: ring with 16 channels and auto on "
+                             "D-mod-k at --nodes, then full against symmetric at "
+                             "--compare-nodes")
+    parser.add_argument("--compare-nodes", type=int, nargs="*", default=[16, 32])
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(*json.loads(args.one))))
         return
     channels = {} if args.channels == "auto" else {"channels": int(args.channels)}
-    cases = [(str(CLUSTER), n, args.algorithm, channels, {}) for n in args.nodes]
-    cases += [(str(CLUSTER), n, "auto", {}, {}) for n in args.auto_nodes]
+    if args.symmetric:
+        cluster = str(CLUSTER)
+        cases = [(cluster, n, "ring", SIXTEEN, SYMMETRIC) for n in args.nodes]
+        cases += [(cluster, n, "auto", {}, NO_NVLS) for n in args.auto_nodes]
+        for n in args.compare_nodes:
+            cases += [(cluster, n, "ring", SIXTEEN, SYMMETRIC, True),
+                      (cluster, n, "ring", SIXTEEN, SYMMETRIC)]
+    else:
+        cases = [(str(CLUSTER), n, args.algorithm, channels, {}) for n in args.nodes]
+        cases += [(str(CLUSTER), n, "auto", {}, {}) for n in args.auto_nodes]
     if not args.no_oversubscribed:
         cases += [(str(f), n, a, p, s) for f, n, a, p, s in CONTENDED]
-    print(f"{'topology':<20}{'GPUs':>7} {'algorithm':<34}{'path':>9}{'simulated':>13}"
+    print(f"{'topology':<20}{'GPUs':>7} {'algorithm':<50}{'path':>10}{'simulated':>13}"
           f"{'busbw GB/s':>11}{'transfers':>12}{'wall s':>8}{'cpu s':>8}{'peak MiB':>9}")
     for case in cases:
         out = subprocess.run([sys.executable, __file__, "--one", json.dumps(case)],
                              check=True, capture_output=True, text=True).stdout
         r = json.loads(out)
         name = r["algorithm"] + "".join(f" {k}={v}" for k, v in r["params"].items())
-        print(f"{r['topology']:<20}{r['gpus']:>7} {name:<34}{r['path']:>9}"
+        print(f"{r['topology']:<20}{r['gpus']:>7} {name:<50}{r['path']:>10}"
               f"{r['time_s'] * 1e3:>10.3f} ms{r['busbw']:>11.1f}{r['transfers']:>12}"
               f"{r['wall_s']:>8.1f}{r['cpu_s']:>8.1f}{r['peak_MiB']:>9.0f}", flush=True)
 

@@ -50,7 +50,9 @@ class PointResult:
     channels: int | None = None
     selected: str = ""
     speedup_vs_auto: float | None = None
-    path: str = "full"  # how the engine timed it: "lockstep" (whole steps) or "full" (events)
+    path: str = "full"  # how the engine timed it: "lockstep" (whole steps), "symmetric" (one
+    # rank per orbit of a rank shift) or "full" (every rank's events)
+    fallback: str = ""  # why an algorithm that declares symmetry ran in full
 
     def row(self) -> dict[str, Any]:
         """The table's columns in order; a missing closed form, protocol or channels is
@@ -212,7 +214,8 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
                                  dict(params or {}), costs, observe)
     chosen = get_algorithm(collective, algorithm)
     job, gpus, call = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
-    engine = TimingEngine(topology, gpus, job, chosen.program, call.costs)
+    engine = TimingEngine(topology, gpus, job, chosen.program, call.costs,
+                          symmetric=chosen.symmetric)
     if observe is not None:
         observe(engine)
     run = engine.run()
@@ -227,4 +230,4 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
                        analytic_time(topology, chosen, ranks, size_bytes, job.params,
                                      call.costs),
                        run.transfers, protocol=call.protocol, channels=call.channels,
-                       selected=algorithm, path=run.path)
+                       selected=algorithm, path=run.path, fallback=run.fallback)

@@ -49,6 +49,19 @@ def test_estimate_json_says_when_the_events_ran(capsys):
     assert json.loads(out)["path"] == "full"
 
 
+def test_estimate_json_says_when_one_rank_per_orbit_ran_or_why_not(capsys):
+    """A direct allreduce shares every port (no lockstep form) and treats every rank alike:
+    one rank per orbit, at the closed form; an uneven size runs every rank and says why."""
+    argv = ["estimate", "-t", SWITCH, "-c", "allreduce", "-a", "direct", "-p", "6", "--json"]
+    _, out, _ = run_cli(capsys, argv + ["-s", "24KiB"])
+    row = json.loads(out)
+    assert row["path"] == "symmetric" and "fallback" not in row
+    assert row["time_s"] == pytest.approx(row["analytic_time_s"], rel=1e-9)
+    _, out, _ = run_cli(capsys, argv + ["-s", "4100"])
+    row = json.loads(out)
+    assert row["path"] == "full" and row["fallback"] == "shift by 1: blocks of uneven length"
+
+
 def test_overrides_and_params_reach_the_simulation(capsys):
     _, out, _ = run_cli(capsys, BASE + ["--json", "--set", "link.bandwidth=200GB/s"])
     fast = json.loads(out)["time_s"]

@@ -4,13 +4,14 @@ from every rank before it leaves."""
 from __future__ import annotations
 
 from collsim.algorithms.binomial import binomial_broadcast_steps, binomial_reduce_steps
-from collsim.algorithms.registry import register
+from collsim.algorithms.registry import even_blocks, register
 from collsim.program import Job, Program, Recv, Send
 from collsim.tags import TAGS
 
 
 @register(
     "barrier", "dissemination",
+    symmetric=even_blocks,
     formula="⌈log p⌉·α",
     cost=lambda c: c.log_p * c.alpha,
     source="Hensgen, Finkel & Manber 1988; MPICH",

@@ -5,7 +5,7 @@ j belongs to rank r+j).
 
 from __future__ import annotations
 
-from collsim.algorithms.registry import Cost, register
+from collsim.algorithms.registry import Cost, even_blocks, register
 from collsim.program import Copy, Job, Op, Program, Recv, Send, block
 
 BRUCK_SOURCE = "Bruck et al. 1997; Thakur, Rabenseifner & Gropp 2005"
@@ -22,6 +22,7 @@ def _rotated_offset(n: int, p: int, rank: int, slot: int) -> int:
 
 @register(
     "allgather", "bruck",
+    symmetric=even_blocks,
     formula="⌈log p⌉·α + (p-1)/p·n·β",
     cost=lambda c: c.log_p * c.alpha + (c.p - 1) / c.p * c.n * c.beta,
     source=BRUCK_SOURCE,
@@ -85,6 +86,7 @@ def _moved(p: int, width: int, distance: int) -> int:
 
 @register(
     "alltoall", "bruck",
+    symmetric=even_blocks,
     formula="⌈log p⌉·α + n/p·β·Σₖ #{j < p : bit k of j set}  "
             "(= ⌈log p⌉·(α + n/2·β) for p = 2^k)",
     cost=_alltoall_cost,

@@ -5,7 +5,7 @@ of b bytes takes α + (p-1)·b·β, and the received blocks are combined one aft
 
 from __future__ import annotations
 
-from collsim.algorithms.registry import register
+from collsim.algorithms.registry import even_blocks, register
 from collsim.program import Copy, Job, Program, Recv, Send, block
 from collsim.tags import TAGS
 
@@ -21,6 +21,7 @@ def _others(rank: int, p: int) -> list[int]:
 
 @register(
     "allreduce", "direct",
+    symmetric=even_blocks,
     formula="2α + 2(p-1)/p·n·β + (p-1)/p·n·γ",
     cost=lambda c: 2 * c.alpha + (c.p - 1) / c.p * c.n * (2 * c.beta + c.gamma)
     if c.p > 1 else 0.0,
@@ -64,6 +65,7 @@ def parameter_server_allreduce(rank: int, job: Job) -> Program:
 
 @register(
     "allgather", "direct",
+    symmetric=even_blocks,
     formula="α + (p-1)/p·n·β",
     cost=lambda c: c.alpha + (c.p - 1) / c.p * c.n * c.beta if c.p > 1 else 0.0,
     source=DIRECT_SOURCE,
@@ -81,6 +83,7 @@ def direct_allgather(rank: int, job: Job) -> Program:
 
 @register(
     "reducescatter", "direct",
+    symmetric=even_blocks,
     formula="α + (p-1)/p·n·(β + γ)",
     cost=lambda c: c.alpha + (c.p - 1) / c.p * c.n * (c.beta + c.gamma) if c.p > 1 else 0.0,
     source=DIRECT_SOURCE,
@@ -97,6 +100,7 @@ def direct_reducescatter(rank: int, job: Job) -> Program:
 
 @register(
     "alltoall", "direct",
+    symmetric=even_blocks,
     formula="α + (p-1)/p·n·β",
     cost=lambda c: c.alpha + (c.p - 1) / c.p * c.n * c.beta if c.p > 1 else 0.0,
     source=DIRECT_SOURCE,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from collsim.algorithms.registry import register
+from collsim.algorithms.registry import even_blocks, register
 from collsim.algorithms.ring import block_lengths
 from collsim.engine.lockstep import Exchange
 from collsim.program import Copy, Job, Program, Recv, Send, block
@@ -28,6 +28,7 @@ def pairwise_exchanges(job: Job, reduce: bool) -> Iterator[Exchange]:
 
 @register(
     "reducescatter", "pairwise",
+    symmetric=even_blocks,
     formula="(p-1)·α + (p-1)/p·n·(β + γ)",
     cost=lambda c: (c.p - 1) * (c.alpha + c.n / c.p * (c.beta + c.gamma)),
     source=PAIRWISE_SOURCE,
@@ -46,6 +47,7 @@ pairwise_reducescatter.lockstep = lambda job: pairwise_exchanges(job, True)  # t
 
 @register(
     "alltoall", "pairwise",
+    symmetric=even_blocks,
     formula="(p-1)·α + (p-1)/p·n·β",
     cost=lambda c: (c.p - 1) * (c.alpha + c.n / c.p * c.beta),
     source=PAIRWISE_SOURCE,

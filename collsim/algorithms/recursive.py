@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from collsim.algorithms.fold import Fold
-from collsim.algorithms.registry import Cost, register
+from collsim.algorithms.registry import Cost, half_shift, register
 from collsim.program import Job, Program, Recv, Send, block
 from collsim.tags import TAGS
 
@@ -91,6 +91,7 @@ def _fold_cost(c: Cost, pre: float, post: float) -> float:
 
 @register(
     "allreduce", "recursive_doubling",
+    symmetric=half_shift,
     formula="⌈log p⌉·(α + n·β + n·γ) for p = 2^k; other p: ⌊log p⌋·(α + n·β + n·γ) "
             "+ 2α + 2n·β + n·γ (fold-in)",
     cost=lambda c: _floor_log(c.p) * (c.alpha + c.n * (c.beta + c.gamma))
@@ -123,6 +124,7 @@ def _halving_doubling_cost(c: Cost) -> float:
 
 @register(
     "allreduce", "halving_doubling",
+    symmetric=half_shift,
     formula="2⌈log p⌉·α + 2(p-1)/p·n·β + (p-1)/p·n·γ for p = 2^k; other p: the same with "
             "q = 2^⌊log p⌋ in place of p, + 2α + 2n·β + n·γ (fold-in)",
     cost=_halving_doubling_cost,
@@ -175,6 +177,7 @@ def _allgather_rd_cost(c: Cost) -> float:
 
 @register(
     "allgather", "recursive_doubling",
+    symmetric=half_shift,
     formula="⌈log p⌉·α + (p-1)/p·n·β for p = 2^k; other p (q = 2^⌊log p⌋, r = p-q): "
             "⌊log p⌋·α + Σ_{d=1,2,…,q/2} (d + min(d, r))·n/p·β + 2α + n/p·β + n·β (fold-in)",
     cost=_allgather_rd_cost,
@@ -200,6 +203,7 @@ def _halving_rs_cost(c: Cost) -> float:
 
 @register(
     "reducescatter", "recursive_halving",
+    symmetric=half_shift,
     formula="⌈log p⌉·α + (p-1)/p·n·(β + γ) for p = 2^k; other p (q = 2^⌊log p⌋, r = p-q): "
             "⌊log p⌋·α + Σ_{d=1,2,…,q/2} (d + min(d, r))·n/p·(β + γ) + 2α + n·(β + γ) + n/p·β "
             "(fold-in)",

@@ -41,6 +41,23 @@ def any_ranks(p: int) -> str | None:
     return None
 
 
+def even_blocks(job: Job, shift: int) -> str | None:
+    """A ``symmetric`` declaration: programs that treat every rank alike (peers at offsets,
+    tags by round) are equivariant under every shift when the buffer cuts into p equal
+    blocks."""
+    return None if job.count % job.nranks == 0 else "blocks of uneven length"
+
+
+def half_shift(job: Job, shift: int) -> str | None:
+    """A ``symmetric`` declaration for partners ``r xor 2^k`` on p = 2^j ranks: the shift by
+    p/2 is ``r xor p/2``, which commutes with every such partner map; buffers cut into
+    blocks must cut evenly."""
+    p = job.nranks
+    if p & (p - 1) or 2 * shift != p:
+        return "partners r xor 2^k move together only under the shift by p/2 on 2^j ranks"
+    return even_blocks(job, shift)
+
+
 def power_of_two(p: int) -> str | None:
     """Accepts powers of two only."""
     return None if p & (p - 1) == 0 else "needs a power-of-two number of ranks"
@@ -71,6 +88,10 @@ class Algorithm:
     # Called by the simulator with (job, topology, GPU of each rank) before the call: the
     # job to run, with whatever the algorithm lays out from the machine (NCCL's channels).
     prepare: Callable[[Job, Any, list[int]], Job] | None = None
+    # (job, shift) -> None when rank r + shift runs rank r's program with every peer moved
+    # by shift (same tags, counts, combines, lanes), else why not: the engine may then
+    # simulate one rank per orbit (collsim.engine.symmetry). None: never declared.
+    symmetric: Callable[[Job, int], str | None] | None = None
 
     def check_ranks(self, p: int) -> None:
         """Raise InputError when this algorithm cannot serve ``p`` ranks."""

@@ -115,3 +115,16 @@ def ring_exchanges(ring: Sequence[int], lengths: np.ndarray, reduce_steps: int,
     for step in range(gather_steps):  # position i sends block ring[i - step]
         counts = int(by_position[0]) if uniform else np.roll(by_position, step)
         yield Exchange(senders, receivers, counts, False, lane)
+
+
+def shift_invariant(ring: Sequence[int], shift: int) -> bool:
+    """Whether moving every rank of ``ring`` (an order of 0..p-1) by ``shift`` (mod p) gives
+    the same ring, started elsewhere: then the ring's programs are equivariant under the
+    shift wherever block lengths allow."""
+    order = np.asarray(ring, dtype=np.int64)
+    p = len(order)
+    if p == 0:
+        return True
+    moved = (order + shift) % p
+    start = int(np.flatnonzero(order == moved[0])[0])
+    return bool(np.array_equal(moved, np.roll(order, -start)))

@@ -71,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         if result.speedup_vs_auto is not None:
             row["speedup_vs_auto"] = result.speedup_vs_auto
         row["path"] = result.path
+        if result.fallback:  # why an algorithm declaring symmetry ran every rank
+            row["fallback"] = result.fallback
         print(json.dumps({**row, **extra}))
     else:
         print(result)

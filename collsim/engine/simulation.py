@@ -167,15 +167,7 @@ class Call:
         self.programs = programs
         self.on_done = on_done
         self.on_rank_done: Callable[[Call, int], None] | None = None  # (call, GPU rank)
-        gamma = topology.gamma
-        self.ranks = [RankState(r, g, programs(r, job), gamma) for r, g in enumerate(gpus)]
-        for h, helper in enumerate(job.helpers):
-            try:
-                where = topology.endpoint(helper.endpoint)
-            except ValueError as exc:
-                raise SimulationError(f"helper rank {job.nranks + h}: {exc}") from None
-            self.ranks.append(RankState(job.nranks + h, where, programs(job.nranks + h, job),
-                                        1.0 / helper.reduce_bandwidth))
+        self.ranks = self._rank_states(topology, gpus)
         self.nranks = len(self.ranks)
         total = sum(job.lanes)
         self._lane_share = [weight / total for weight in job.lanes]  # of reduce bandwidth
@@ -192,6 +184,23 @@ class Call:
         self.capped = self.channel_cap is not None or self.gpu_cap is not None
         self._routes: dict[tuple[int, int, int], Route] = {}
         self._virtual: dict[tuple[int, int], Channel] = {}
+
+    def _rank_states(self, topology: Topology, gpus: Sequence[int]) -> list[RankState]:
+        """The states of the ranks this call runs: every GPU rank, then the helper ranks."""
+        job, programs, gamma = self.job, self.programs, topology.gamma
+        ranks = [RankState(r, g, programs(r, job), gamma) for r, g in enumerate(gpus)]
+        for h, helper in enumerate(job.helpers):
+            try:
+                where = topology.endpoint(helper.endpoint)
+            except ValueError as exc:
+                raise SimulationError(f"helper rank {job.nranks + h}: {exc}") from None
+            ranks.append(RankState(job.nranks + h, where, programs(job.nranks + h, job),
+                                   1.0 / helper.reduce_bandwidth))
+        return ranks
+
+    def _finish_times(self) -> list[float]:
+        """Each GPU rank's finish time, once every rank has finished."""
+        return [s.finished_at for s in self.ranks[:self.job.nranks]]
 
     def start(self, at: float | None = None) -> None:
         """Start the call now, or at simulated time ``at``; its ranks begin after the cost
@@ -351,7 +360,7 @@ class Call:
             self.on_rank_done(self, state.rank)
         self._unfinished -= 1
         if self._unfinished == 0:
-            finish = [s.finished_at for s in self.ranks[:self.job.nranks]]
+            finish = self._finish_times()
             start = self.started_at
             self.result = CallResult(start, max(finish, default=start) - start, finish,
                                      self.transfers)

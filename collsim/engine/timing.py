@@ -11,6 +11,7 @@ from collsim.engine.fabric import Fabric
 from collsim.engine.lockstep import run_lockstep, traced_exchanges
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.engine.simulation import RankState, Simulation
+from collsim.engine.symmetry import Asymmetric, Declaration, choose_shift, symmetric_call
 from collsim.hardware.topology import Topology
 from collsim.program import Job, ProgramFactory
 
@@ -24,7 +25,9 @@ class TimingRun:
     time: float               # completion of the slowest rank, seconds
     finish: list[float]       # completion of each rank
     transfers: int            # point-to-point messages moved
-    path: str = "full"        # "lockstep" (whole steps at once) or "full" (events)
+    path: str = "full"        # "lockstep" (whole steps at once), "symmetric" (one rank per
+    # orbit of a rank shift) or "full" (every rank's events)
+    fallback: str = ""        # why a declared-symmetric job ran in full
 
 
 class TimingEngine:
@@ -36,12 +39,19 @@ class TimingEngine:
     A program factory with a ``lockstep(job)`` attribute (whole steps of every rank, or
     None) is timed on the lockstep path (:mod:`collsim.engine.lockstep`) when its steps
     fit it, ``lockstep`` is true and the fabric is a plain :class:`Fabric` (a subclass may
-    watch the events); the results are the same to the bit."""
+    watch the events); the results are the same to the bit.
+
+    ``symmetric``, the algorithm's declaration (the registry's ``symmetric``), lets the
+    events run one representative rank per orbit of a rank shift
+    (:mod:`collsim.engine.symmetry`) when the lockstep path declines, on a plain fabric;
+    where the machine breaks the symmetry every rank runs, and ``fallback`` says why."""
 
     def __init__(self, topology: Topology, gpus: Sequence[int], job: Job,
                  programs: ProgramFactory, costs: CostModel = IDEAL,
                  policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric,
-                 lockstep: bool = True) -> None:
+                 lockstep: bool = True, symmetric: Declaration | None = None) -> None:
+        self.topology, self.costs, self.policy = topology, costs, policy
+        self.symmetric = symmetric if fabric is Fabric else None
         self.simulation = Simulation(topology, costs, policy, fabric)
         self.env = self.simulation.env
         self.fabric = self.simulation.fabric
@@ -68,7 +78,30 @@ class TimingEngine:
                 self.fabric.transfers = quick.transfers
                 return TimingRun(max(quick.finish, default=0.0) - 0.0, quick.finish,
                                  quick.transfers, "lockstep")
+        fallback = ""
+        if self.symmetric is not None:
+            quick_run, fallback = self._run_symmetric(self.symmetric)
+            if quick_run is not None:
+                return quick_run
         self.call.start()
         self.simulation.run()
         result = self.call.result
-        return TimingRun(result.time, result.finish, result.transfers)
+        return TimingRun(result.time, result.finish, result.transfers, fallback=fallback)
+
+    def _run_symmetric(self, declared: Declaration) -> tuple[TimingRun | None, str]:
+        """The symmetric path's run, or None and why it does not apply."""
+        shift, why = choose_shift(self.topology, self.fabric, self.gpus, self.job, declared)
+        if shift is None:
+            return None, why
+        call = symmetric_call(self.topology, self.gpus, self.job, self.programs, self.costs,
+                              self.policy, shift)
+        # A progress display reads the clock and transfers of the simulation that runs.
+        self.env, self.fabric = call.simulation.env, call.simulation.fabric
+        try:
+            call.simulation.run()
+        except Asymmetric as exc:
+            self.env, self.fabric = self.simulation.env, self.simulation.fabric
+            return None, str(exc)
+        result = call.result
+        return TimingRun(result.time, result.finish, result.transfers * shift.order,
+                         "symmetric"), ""

@@ -48,6 +48,7 @@ from collsim.algorithms.ring import (
     ring_exchanges,
     ring_reducescatter_cost,
     ring_reducescatter_steps,
+    shift_invariant,
 )
 from collsim.engine.lockstep import Exchange
 from collsim.nccl.layout import Lanes, Layout
@@ -120,6 +121,34 @@ def _allreduce_exchanges(job: Job) -> Iterator[Exchange] | None:
     return chain.from_iterable(
         ring_exchanges(ring, block_lengths(min(per_loop, count - loop * per_loop), p),
                        p - 1, p - 1) for loop in range(loops))
+
+
+def _rings_shift(job: Job, shift: int) -> str | None:
+    """Why some lane's ring is not the same ring after the shift (None: all are)."""
+    _, layout, lanes = _lanes(job)
+    for members in lanes.channels:
+        if not shift_invariant(layout.channels[members[0]].ring, shift):
+            return "a channel's ring does not map onto itself (snaked nodes need an even " \
+                   "shift of nodes)"
+    return None
+
+
+def _allreduce_symmetric(job: Job, shift: int) -> str | None:
+    """The registry's ``symmetric``: every lane's ring maps onto itself and every loop of
+    every lane cuts into p equal blocks (a loop but the last takes a multiple of p)."""
+    channels, _, lanes = _lanes(job)
+    for lane in range(len(lanes.channels)):
+        if lane_region(job, channels, lanes, lane)[1] % job.nranks:
+            return "a channel's piece does not cut into p equal blocks"
+    return _rings_shift(job, shift)
+
+
+def _blockwise_symmetric(job: Job, shift: int) -> str | None:
+    """The registry's ``symmetric`` for allgather and reduce-scatter: every lane's ring
+    maps onto itself and the buffer cuts into p equal blocks (each then cut alike)."""
+    if job.count % job.nranks:
+        return "blocks of uneven length"
+    return _rings_shift(job, shift)
 
 
 def _loop_lengths(lengths: np.ndarray, per_block: int, loop: int) -> np.ndarray:
@@ -206,6 +235,7 @@ def _lanes(job: Job) -> tuple[int, Layout, Lanes]:
     summary="NCCL's ring: per channel, ring reduce-scatter then ring allgather of its piece",
     params=PARAMS,
     prepare=PREPARE,
+    symmetric=_allreduce_symmetric,
 )
 def nccl_ring_allreduce(rank: int, job: Job) -> Program:
     """Each lane reduce-scatters, then allgathers, its piece around its ring."""
@@ -225,6 +255,7 @@ nccl_ring_allreduce.lockstep = _allreduce_exchanges  # type: ignore[attr-defined
     summary="NCCL's ring: per channel, its piece of every block travels p-1 hops",
     params=PARAMS,
     prepare=PREPARE,
+    symmetric=_blockwise_symmetric,
 )
 def nccl_ring_allgather(rank: int, job: Job) -> Program:
     """Each lane passes its piece of every block around its ring."""
@@ -244,6 +275,7 @@ nccl_ring_allgather.lockstep = partial(_blockwise_exchanges, reduce=False)  # ty
     summary="NCCL's ring: per channel, its piece of every block is combined p-1 hops",
     params=PARAMS,
     prepare=PREPARE,
+    symmetric=_blockwise_symmetric,
 )
 def nccl_ring_reducescatter(rank: int, job: Job) -> Program:
     """Each lane combines its piece of every block around its ring."""
