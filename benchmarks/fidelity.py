@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from collsim.calibrate.cases import Case, shape
-from collsim.calibrate.figures import apply
+from collsim.calibrate.figures import calibrated as calibrated_figures
 from collsim.calibrate.fit import calibrate
 from collsim.calibrate.predict import pick, simulate_pick, with_figures
 from collsim.collectives import COLLECTIVES
@@ -186,8 +186,9 @@ def source_stamp() -> str:
     return digest.hexdigest()[:16]
 
 
-def loo(spec: RunSpec, cache: dict) -> dict[int, float]:
-    """busbw of each size >= MIN_SIZE predicted by a fit on the other half of the sizes."""
+def loo(spec: RunSpec, cache: dict) -> dict[int, tuple[float, dict]]:
+    """busbw of each size >= MIN_SIZE predicted by a fit on the other half of the sizes, and
+    the fitted factors that predicted it."""
     out = {}
     for half in (0, 1):
         fit_rows = [r for i, r in enumerate(spec.rows) if i % 2 != half]
@@ -200,9 +201,9 @@ def loo(spec: RunSpec, cache: dict) -> dict[int, float]:
             cache[key] = calibrate([case_of(spec, fit_rows, spec.algorithm)]).factors
         factors = cache[key]
         case = case_of(spec, held, spec.algorithm)
-        topology = with_figures(case.topology, apply(case.topology.machine.nccl, factors))
+        topology = with_figures(case.topology, calibrated_figures(case.topology.machine, factors))
         for i, size in enumerate(case.sizes):
-            out[size] = busbw(case, i, topology)
+            out[size] = busbw(case, i, topology), factors
     return out
 
 
@@ -218,6 +219,9 @@ def main() -> int:
     parser.add_argument("--no-calibrate", action="store_true", help="skip (c)")
     parser.add_argument("--max-ranks", type=int, default=8,
                         help="leave-one-out fits only for runs of at most this many GPUs")
+    parser.add_argument("--worst", type=int, default=0, metavar="N",
+                        help="print each machine's N worst held-out rows (pick, fitted figures)")
+    parser.add_argument("--out", type=Path, default=OUT, help="where the table and figure go")
     args = parser.parse_args()
     started = time.time()
     cache = json.loads(CACHE.read_text()) if CACHE.is_file() else {}
@@ -252,7 +256,8 @@ def main() -> int:
                       "auto_pick": f"{chosen.algorithm}/{chosen.protocol}",
                       "forced": spec.algorithm if forced_case else "",
                       "forced_busbw": busbw(forced_case, i) if forced_case else None,
-                      "calibrated_busbw": calibrated.get(size),
+                      "calibrated_busbw": calibrated[size][0] if size in calibrated else None,
+                      "factors": calibrated[size][1] if size in calibrated else None,
                       "nccl_model_busbw": (size / chosen.model_time / 1e9 * factor
                                            if chosen.model_time else None)}
             table.append(record)
@@ -263,7 +268,9 @@ def main() -> int:
               file=sys.stderr)
     scale = scale_up(runs, cache)
     CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
-    write(table, skipped, scale, args.max_ranks)
+    write(table, skipped, scale, args.max_ranks, args.out)
+    if args.worst:
+        print(worst(table, args.worst))
     print(f"{time.time() - started:.1f} s", file=sys.stderr)
     return 0
 
@@ -281,7 +288,8 @@ def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
             cache[key] = calibrate([fit_case]).factors
         held = [r for r in target.rows if int(r["bytes"]) >= MIN_SIZE]
         case = case_of(target, held)
-        calibrated = with_figures(case.topology, apply(case.topology.machine.nccl, cache[key]))
+        calibrated = with_figures(case.topology, calibrated_figures(case.topology.machine,
+                                                                    cache[key]))
         factor = COLLECTIVES[target.collective].busbw_factor(target.nodes * target.per_node)
         errors: dict[str, list[float]] = {"preset": [], "calibrated": []}
         for i, row in enumerate(held):
@@ -302,8 +310,23 @@ def error(record: dict, column: str) -> float | None:
     return None if value is None else value / record["measured_busbw"] - 1
 
 
-def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: int) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
+def worst(table: list[dict], count: int) -> str:
+    """Each machine's ``count`` worst held-out rows: where the calibrated residual comes from."""
+    lines = ["worst held-out rows (calibrated on the other half of the run's sizes):"]
+    for machine in sorted({r["machine"] for r in table}):
+        mine = sorted((r for r in table if r["machine"] == machine and r["factors"]),
+                      key=lambda r: -abs(error(r, "calibrated_busbw")))[:count]
+        for r in mine:
+            figures = " ".join(f"{k}={v:.3g}" for k, v in sorted(r["factors"].items()))
+            lines.append(f"  {machine:<14} {r['run_id']:<26} {r['size_bytes'] / 2**20:>7g} MiB "
+                         f"{r['auto_pick']:<18} {100 * error(r, 'calibrated_busbw'):+6.1f}%  "
+                         f"{figures}")
+    return "\n".join(lines)
+
+
+def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: int,
+          out: Path = OUT) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     machines = sorted({r["machine"] for r in table})
     head = f"{'machine':<20}" + "".join(f" | {name:>19}" for name, _ in KINDS)
     sub = f"{'':<20}" + "".join(f" | {'rows':>5} {'median':>6} {'p90':>6}" for _ in KINDS)
@@ -325,7 +348,7 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
     networks = "\n".join(f"- {run} ({machine}): {network}, "
                          f"{sum(r['run_id'] == run for r in table)} rows"
                          for network, run, machine in undescribed)
-    (OUT / "table.md").write_text(
+    (out / "table.md").write_text(
         "# busbw error against published measurements (rows >= 1 MiB)\n\n"
         "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
         f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
@@ -340,7 +363,7 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
                "auto_pick", "auto_busbw", "auto_error", "forced", "forced_busbw",
                "forced_error", "calibrated_busbw", "calibrated_error", "nccl_model_busbw",
                "nccl_model_error"]
-    with (OUT / "rows.csv").open("w", newline="") as f:
+    with (out / "rows.csv").open("w", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(columns)
         for r in table:
@@ -349,10 +372,10 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
             writer.writerow(["" if full.get(c) is None else
                              (f"{full[c]:.4g}" if isinstance(full[c], float) else full[c])
                              for c in columns])
-    figure(table)
+    figure(table, out)
 
 
-def figure(table: list[dict]) -> None:
+def figure(table: list[dict], out: Path = OUT) -> None:
     import matplotlib.pyplot as plt
 
     from collsim.output.style import save, size_axis, styled
@@ -384,7 +407,7 @@ def figure(table: list[dict]) -> None:
         for ax in list(axes.flat)[len(runs):]:
             ax.set_visible(False)
         axes.flat[0].legend(fontsize=7)
-        save(fig, OUT, "busbw", ["png"])
+        save(fig, out, "busbw", ["png"])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collsim.calibrate.cases import Case
-from collsim.calibrate.figures import FIGURES, _launch, apply
+from collsim.calibrate.figures import FIGURES, _launch, apply, calibrated, resolved
 from collsim.calibrate.predict import simulate_pick, with_figures
 from collsim.hardware.machine import NcclFigures
 
@@ -72,6 +72,8 @@ class Model:
 
     def __init__(self, cases: Sequence[Case], names: Sequence[str]) -> None:
         self.cases, self.names = list(cases), list(names)
+        self.figures = [resolved(c.topology.machine.nccl, c.topology.machine.gpu.arch)
+                        for c in self.cases]
         self.cache: dict[tuple, np.ndarray] = {}
         self.measured = np.log([t for c in cases for t in c.measured])
 
@@ -83,9 +85,8 @@ class Model:
         key = tuple(sorted((n, round(float(f), 12)) for n, f in factors.items()))
         if key not in self.cache:
             out = []
-            for case in self.cases:
-                topology = with_figures(case.topology, apply(case.topology.machine.nccl,
-                                                             factors))
+            for case, figures in zip(self.cases, self.figures, strict=True):
+                topology = with_figures(case.topology, apply(figures, factors))
                 out += [simulate_pick(topology, case.collective, size, case.gpus, p).time_s
                         for size, p in zip(case.sizes, case.picks, strict=True)]
             self.cache[key] = np.array(out)
@@ -130,6 +131,7 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
         if np.linalg.norm(column) < COLLINEAR * np.linalg.norm(jacobian[:, j]):
             why[name] = "the logs cannot tell it apart from the figures before it"
             continue
+
         accepted.append(column / np.linalg.norm(column))
     return why
 
@@ -137,7 +139,8 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
 def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None) -> Calibration:
     """Fit the figures ``names`` (default: every one of ``FIGURES``) to ``cases``."""
     names = [f.name for f in FIGURES] if names is None else list(names)
-    figures = cases[0].topology.machine.nccl
+    machine = cases[0].topology.machine
+    figures = resolved(machine.nccl, machine.gpu.arch)
     by_name = {f.name: f for f in FIGURES}
     bounds = [by_name[n].bounds(figures) for n in names]
     low = np.log([max(b[0], 1e-12) for b in bounds])
@@ -154,12 +157,12 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None) -> Cali
     fitted_u, iterations = _levenberg_marquardt(fitted if free else None, low[index],
                                                 high[index], jacobian[:, index])
     factors = dict(zip(free, np.exp(fitted_u), strict=True))
-    nccl = apply(figures, factors)
+    nccl = calibrated(machine, factors)
     outcome = []
     for n in names:
         figure = by_name[n]
         before, after = figure.value(figures), figure.value(nccl)
-        if n not in why and n.startswith("latency."):
+        if n not in why and n.startswith(("latency.", "efficiency.")):
             before, after = 1.0, factors[n]
         outcome.append(Fitted(n, before, after, factors.get(n, 1.0), n not in why,
                               why.get(n, "")))

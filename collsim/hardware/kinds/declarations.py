@@ -13,12 +13,15 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
         nvlink: 370.8GB/s       #   per GPU per direction
         pcie: 48GB/s            #   a GPU's PCIe link (the GPU-NIC path)
         network: 96%            #   a NIC's port
+        nvls: 380GB/s           #   optional: NVLS through the NVSwitch (default: NCCL's
+                                #   nvlsEfficiency x the NVLink reach)
       protocols:                # optional overrides of NCCL's constants, per protocol ...
         LL128:
           latency: {nvlink: 1.9us, pcie: 2.5us, network: 4us}   # NCCL's hwLat, by class
           base: 14us            # per call
           channel_cap: 36.7GB/s # payload per channel
           gpu_cap: 141GB/s      # payload per GPU, all channels
+          efficiency: 90%       # share of the links' and caps' bandwidth the protocol reaches
           ring: {base: 12us}    # ... or per algorithm family (wins over the protocol's)
 
 A file without ``nccl`` declares nothing and is simulated with the ideal cost model.
@@ -41,8 +44,12 @@ from collsim.yamlfile import Document, KeyPath
 SIMPLE_ONLY = ("collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 _BY_CLASS = {"type": "object", "properties": {c: QUANTITY for c in LINK_CLASSES},
              "additionalProperties": False}
+_SHARE = {"type": ["string", "number"]}
 _OVERRIDE = {"latency": _BY_CLASS, "base": QUANTITY, "channel_cap": QUANTITY,
-             "gpu_cap": QUANTITY}
+             "gpu_cap": QUANTITY, "efficiency": _SHARE}
+_REACHABLE = {"type": "object",
+              "properties": {**{c: QUANTITY for c in LINK_CLASSES}, "nvls": QUANTITY},
+              "additionalProperties": False}
 _FAMILY = {"type": "object", "properties": _OVERRIDE, "additionalProperties": False}
 _PROTOCOL = {"type": "object",
              "properties": {**_OVERRIDE, **{family: _FAMILY for family in ALGORITHMS}},
@@ -52,7 +59,7 @@ NCCL_SCHEMA = {
     "properties": {
         "launch": QUANTITY, "cpu": {"enum": list(CPUS)}, "nvls": {"type": "boolean"},
         "sharp": {"type": "boolean"}, "nic_path": {"enum": list(NIC_PATHS)},
-        "reachable": _BY_CLASS,
+        "reachable": _REACHABLE,
         "protocols": {"type": "object", "properties": {p: _PROTOCOL for p in PROTOCOLS},
                       "additionalProperties": False},
     },
@@ -78,12 +85,14 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
     line = line_rates(spec)
     reachable = {c: _reachable(doc, ("nccl", "reachable", c), line.get(c), node)
                  for c in LINK_CLASSES if at(data, ("reachable", c)) is not None}
+    nvls = (_reachable(doc, ("nccl", "reachable", "nvls"), line.get("nvlink"), node, "nvlink")
+            if at(data, ("reachable", "nvls")) is not None else None)
     return Machine(gpu, NcclFigures(
         launch=quantity(doc, ("nccl", "launch"), parse_time),
         cpu=data["cpu"], nvls=bool(data.get("nvls", False)),
         sharp=bool(data.get("sharp", False)), nic_path=data.get("nic_path"),
         line=line, reachable={c: r for c, r in reachable.items() if r is not None},
-        overrides=_overrides(doc)))
+        overrides=_overrides(doc), nvls_reachable=nvls))
 
 
 def line_rates(spec: NodeSpec) -> dict[str, float]:
@@ -100,10 +109,11 @@ def line_rates(spec: NodeSpec) -> dict[str, float]:
     return line
 
 
-def _reachable(doc: Document, path: KeyPath, line: float | None, node: KeyPath
-               ) -> float | None:
+def _reachable(doc: Document, path: KeyPath, line: float | None, node: KeyPath,
+               link_class: str | None = None) -> float | None:
     """A class's reachable bandwidth: a bandwidth at most the line rate, or a percentage of
-    it (``96%``); None when the machine has no link of the class."""
+    it (``96%``); None when the machine has no link of the class (``link_class``, default
+    the key's own)."""
     value = at(doc.data, path)
     if isinstance(value, str) and value.strip().endswith("%"):
         try:
@@ -116,7 +126,8 @@ def _reachable(doc: Document, path: KeyPath, line: float | None, node: KeyPath
         return None if line is None else line * share / 100
     reached = quantity(doc, path, parse_bandwidth)
     if line is not None and reached > line * (1 + 1e-9):
-        where = ".".join(filter(None, (".".join(map(str, node)), _LINE_KEYS[path[-1]])))
+        key = _LINE_KEYS[link_class or path[-1]]
+        where = ".".join(filter(None, (".".join(map(str, node)), key)))
         raise doc.error(path, f"{reached / 1e9:g} GB/s is more than the line rate of "
                         f"{line / 1e9:g} GB/s ({where}): NCCL cannot reach more than the link "
                         "carries; lower it, or give a share of the line rate such as '80%'")
@@ -148,4 +159,19 @@ def _override(doc: Document, path: KeyPath) -> ProtocolOverride:
                for c in LINK_CLASSES if at(data, ("latency", c)) is not None}
     return ProtocolOverride(latency, optional("base", parse_time),
                             optional("channel_cap", parse_bandwidth),
-                            optional("gpu_cap", parse_bandwidth))
+                            optional("gpu_cap", parse_bandwidth),
+                            _share(doc, path + ("efficiency",)) if "efficiency" in data else None)
+
+
+def _share(doc: Document, path: KeyPath) -> float:
+    """A share above 0 and at most 1: ``90%`` or ``0.9``."""
+    value = at(doc.data, path)
+    text = str(value).strip()
+    try:
+        share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        share = math.nan
+    if isinstance(value, bool) or not 0 < share <= 1:
+        raise doc.error(path, f"expected a share above 0 and at most 100% (such as '90%' or "
+                        f"0.9), got {value!r}")
+    return share
