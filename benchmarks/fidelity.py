@@ -5,7 +5,8 @@ rows of 1 MiB and more, for
   (a) auto:        the preset as shipped, NCCL's pick (collsim.calibrate.predict);
   (b) forced:      rows whose source says what ran (NCCL_ALGO=Ring/Tree), that algorithm;
   (c) calibrated:  leave-one-out: calibrate the preset on every other size of the run
-                   (collsim.calibrate.fit), predict the held-out sizes; both halves;
+                   (collsim.calibrate.fit), predict the held-out sizes; both halves; runs
+                   of up to 32 GPUs (--max-ranks), those over 8 in fewer steps (LARGE_*);
   (d) NCCL model:  NCCL's own analytic time of its pick (collsim.nccl.tuning), for comparison;
   (e) scale-up:    calibrate on a machine's smaller run (1 node, or 1 GPU per node), predict
                    its larger one (SCALE_UP), printed per pair.
@@ -46,9 +47,17 @@ OUT = ROOT / "plots" / "fidelity"
 CACHE = ROOT / ".cache" / "fidelity.json"
 MIN_SIZE = 2**20
 MAX_SIM_RANKS = 128  # larger runs take minutes per point to simulate: left out, and said so
+# Leave-one-out fits on runs of more than 8 GPUs: fewer steps, and the sizes up to 1 GiB (the
+# larger ones, all bandwidth-bound, take most of the simulation time and add little).
+LARGE_RUN, LARGE_ITERATIONS, LARGE_FIT_MAX = 8, 6, 2**30
 FORCED = {"ring": "ring", "tree": "nccl_tree"}
-# (fitted on, predicted) runs of one machine and source: fewer GPUs -> more.
-SCALE_UP = (("vp-h100-1n-ar", "vp-h100-4n-ar"), ("gcp-a4-b200-2x1-ag", "gcp-a4-b200-2n-ag"))
+# (fitted on, predicted) runs of one machine and source: fewer GPUs -> more (1 node -> 2-4,
+# one GPU per node -> eight, 4 of a node's 8 GPUs -> 8).
+SCALE_UP = (("vp-h100-1n-ar", "vp-h100-4n-ar"), ("gcp-a4-b200-2x1-ag", "gcp-a4-b200-2n-ag"),
+            ("aws-p4dn-1n-ar-issue527", "aws-p4dn-2n-ar-issue527"),
+            ("aws-p4dn-1n-ar-issue527", "aws-p4dn-4n-ar-issue527"),
+            ("gb200-3xnvl4-ring-issue1801", "gb200-3xnvl8-ring-issue1801"),
+            ("gb200-3xnvl4-tree-issue1801", "gb200-3xnvl8-tree-issue1801"))
 
 
 @dataclass
@@ -191,14 +200,17 @@ def loo(spec: RunSpec, cache: dict) -> dict[int, tuple[float, dict]]:
     the fitted factors that predicted it."""
     out = {}
     for half in (0, 1):
-        fit_rows = [r for i, r in enumerate(spec.rows) if i % 2 != half]
+        large = spec.nodes * spec.per_node > LARGE_RUN
+        fit_rows = [r for i, r in enumerate(spec.rows) if i % 2 != half
+                    and (not large or int(r["bytes"]) <= LARGE_FIT_MAX)]
         held = [r for i, r in enumerate(spec.rows) if i % 2 == half and
                 int(r["bytes"]) >= MIN_SIZE]
         if len(fit_rows) < 3 or not held:
             continue
         key = f"{spec.run_id}/{half}/{spec.algorithm}"
         if key not in cache:
-            cache[key] = calibrate([case_of(spec, fit_rows, spec.algorithm)]).factors
+            cache[key] = calibrate([case_of(spec, fit_rows, spec.algorithm)],
+                                   max_iterations=LARGE_ITERATIONS if large else None).factors
         factors = cache[key]
         case = case_of(spec, held, spec.algorithm)
         topology = with_figures(case.topology, calibrated_figures(case.topology.machine, factors))
@@ -217,7 +229,7 @@ def stats(errors: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-calibrate", action="store_true", help="skip (c)")
-    parser.add_argument("--max-ranks", type=int, default=8,
+    parser.add_argument("--max-ranks", type=int, default=32,
                         help="leave-one-out fits only for runs of at most this many GPUs")
     parser.add_argument("--worst", type=int, default=0, metavar="N",
                         help="print each machine's N worst held-out rows (pick, fitted figures)")
@@ -280,14 +292,17 @@ def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
     by_id = {r.run_id: r for r in runs}
     lines = []
     for small, large in SCALE_UP:
+        if small not in by_id or large not in by_id:
+            continue
         fit_on, target = by_id[small], by_id[large]
         preset = find_topology(target.preset)
-        fit_case = case_of(RunSpec(**{**fit_on.__dict__, "preset": target.preset}), fit_on.rows)
-        key = f"scale/{small}/{target.preset}"
+        fit_case = case_of(RunSpec(**{**fit_on.__dict__, "preset": target.preset}), fit_on.rows,
+                           fit_on.algorithm)
+        key = f"scale/{small}/{target.preset}/{fit_on.algorithm}"
         if key not in cache:
             cache[key] = calibrate([fit_case]).factors
         held = [r for r in target.rows if int(r["bytes"]) >= MIN_SIZE]
-        case = case_of(target, held)
+        case = case_of(target, held, target.algorithm)
         calibrated = with_figures(case.topology, calibrated_figures(case.topology.machine,
                                                                     cache[key]))
         factor = COLLECTIVES[target.collective].busbw_factor(target.nodes * target.per_node)
@@ -352,7 +367,7 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
         "# busbw error against published measurements (rows >= 1 MiB)\n\n"
         "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
         f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
-        "on a multi-node run takes minutes); `forced` where the source says what ran; "
+        "on a 32-GPU run takes about a minute); `forced` where the source says what ran; "
         "`python benchmarks/fidelity.py` (seconds with the cache of fits and simulations, "
         "a few minutes without). `described` is `all` without the rows on networks no "
         "preset describes (listed below; they stay in their machine's line and in `all`)."

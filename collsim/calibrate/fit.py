@@ -21,6 +21,7 @@ from collsim.calibrate.cases import Case
 from collsim.calibrate.figures import FIGURES, _launch, apply, calibrated, resolved
 from collsim.calibrate.predict import simulate_pick, with_figures
 from collsim.hardware.machine import NcclFigures
+from collsim.nccl.names import PROTOCOLS
 
 SENSITIVITY = 0.05   # d log(time) / d log(factor) some point must reach
 COLLINEAR = 0.3      # share of a column left after projecting out the figures before it
@@ -96,18 +97,40 @@ class Model:
     def residuals(self, u: np.ndarray) -> np.ndarray:
         return np.log(self.times(u)) - self.measured
 
-    def jacobian(self, u: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    def jacobian(self, u: np.ndarray, low: np.ndarray, high: np.ndarray,
+                 unseen: Sequence[int] = ()) -> np.ndarray:
         """d residual / d u by steps downwards (upwards at the lower bound): raising one
         class's bandwidth may change nothing while another class binds as tightly, lowering
-        it shows that the time depends on it."""
+        it shows that the time depends on it. Columns ``unseen`` are known to be zero."""
         base = self.residuals(u)
         columns = []
         for j in range(len(u)):
+            if j in unseen or low[j] == high[j]:
+                columns.append(np.zeros_like(base))
+                continue
             step = -STEP if u[j] - STEP >= low[j] else STEP
             moved = u.copy()
             moved[j] += step
             columns.append((self.residuals(moved) - base) / step)
         return np.array(columns).T
+
+
+def unseen(cases: Sequence[Case], names: Sequence[str]) -> list[int]:
+    """The figures no simulated time can depend on, found from the picks alone (their
+    Jacobian columns are zero; skipping them saves a simulation of every point each):
+    a protocol's latency and efficiency where no size runs it, NVLS's reach where no size
+    runs an NVLS algorithm, the network's figures on runs of one node."""
+    protocols = {p.protocol for c in cases for p in c.picks}
+    nvls = any(p.algorithm in ("nvls", "nvls_tree") for c in cases for p in c.picks)
+    nodes = max(c.nodes for c in cases)
+    out = []
+    for j, name in enumerate(names):
+        kind, _, what = name.partition(".")
+        if (kind in ("latency", "efficiency") and what in PROTOCOLS and what not in protocols) \
+                or (name == "reachable.nvls" and not nvls) \
+                or (what == "network" and nodes == 1):
+            out.append(j)
+    return out
 
 
 def launch_of(case: Case) -> float:
@@ -131,13 +154,14 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
         if np.linalg.norm(column) < COLLINEAR * np.linalg.norm(jacobian[:, j]):
             why[name] = "the logs cannot tell it apart from the figures before it"
             continue
-
         accepted.append(column / np.linalg.norm(column))
     return why
 
 
-def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None) -> Calibration:
-    """Fit the figures ``names`` (default: every one of ``FIGURES``) to ``cases``."""
+def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
+              max_iterations: int | None = None) -> Calibration:
+    """Fit the figures ``names`` (default: every one of ``FIGURES``) to ``cases``, in at most
+    ``max_iterations`` Levenberg-Marquardt steps (default ``MAX_ITERATIONS``)."""
     names = [f.name for f in FIGURES] if names is None else list(names)
     machine = cases[0].topology.machine
     figures = resolved(machine.nccl, machine.gpu.arch)
@@ -147,7 +171,7 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None) -> Cali
     high = np.log([b[1] for b in bounds])
     model = Model(cases, names)
     u0 = np.zeros(len(names))
-    jacobian = model.jacobian(u0, low, high)
+    jacobian = model.jacobian(u0, low, high, unseen(cases, names))
     why = identifiable(jacobian, names)
     free = [n for n in names if n not in why]
     index = [names.index(n) for n in free]
@@ -155,7 +179,8 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None) -> Cali
     fitted.cache = {tuple(sorted((n, 1.0) for n in free if n != "launch")):
                     model.times(u0)} if free else {}
     fitted_u, iterations = _levenberg_marquardt(fitted if free else None, low[index],
-                                                high[index], jacobian[:, index])
+                                                high[index], jacobian[:, index],
+                                                max_iterations or MAX_ITERATIONS)
     factors = dict(zip(free, np.exp(fitted_u), strict=True))
     nccl = calibrated(machine, factors)
     outcome = []
@@ -171,7 +196,8 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None) -> Cali
 
 
 def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
-                         jacobian: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+                         jacobian: np.ndarray | None = None,
+                         max_iterations: int = MAX_ITERATIONS) -> tuple[np.ndarray, int]:
     """Damped Gauss-Newton within bounds. The Jacobian is computed once by differences and
     then kept up to date by Broyden's rank-one updates (each simulation of every point costs
     the same as one column); it is recomputed only when a step fails to lower the cost."""
@@ -183,7 +209,7 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
     fresh = jacobian is None
     if jacobian is None:
         jacobian = model.jacobian(u, low, high)
-    for iterations in range(1, MAX_ITERATIONS + 1):  # noqa: B007 (returned)
+    for iterations in range(1, max_iterations + 1):  # noqa: B007 (returned)
         gradient = jacobian.T @ r
         normal = jacobian.T @ jacobian
         improved = False
