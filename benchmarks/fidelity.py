@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from collsim.calibrate.cases import Case, shape
+from collsim.calibrate.cases import Case, repicked, shape
 from collsim.calibrate.figures import calibrated as calibrated_figures
-from collsim.calibrate.fit import calibrate
+from collsim.calibrate.fit import PICK_SCALES, calibrate
 from collsim.calibrate.predict import pick, simulate_pick, with_figures
 from collsim.collectives import COLLECTIVES
 from collsim.errors import InputError
@@ -47,8 +47,9 @@ OUT = ROOT / "plots" / "fidelity"
 CACHE = ROOT / ".cache" / "fidelity.json"
 MIN_SIZE = 2**20
 MAX_SIM_RANKS = 128  # larger runs take minutes per point to simulate: left out, and said so
-# Leave-one-out fits on runs of more than 8 GPUs: fewer steps, and the sizes up to 1 GiB (the
-# larger ones, all bandwidth-bound, take most of the simulation time and add little).
+# Leave-one-out fits on runs of more than 8 GPUs: fewer steps, the sizes up to 1 GiB (the
+# larger ones, all bandwidth-bound, take most of the simulation time and add little), and no
+# search for NCCL's switch sizes (pick_scale: each candidate is a fit of its own).
 LARGE_RUN, LARGE_ITERATIONS, LARGE_FIT_MAX = 8, 6, 2**30
 FORCED = {"ring": "ring", "tree": "nccl_tree"}
 # (fitted on, predicted) runs of one machine and source: fewer GPUs -> more (1 node -> 2-4,
@@ -168,7 +169,7 @@ def case_of(spec: RunSpec, rows: list[dict], algorithm: str = "auto") -> Case:
     sizes = [int(r["bytes"]) for r in rows]
     picks = [pick(topology, spec.collective, s, gpus, algorithm) for s in sizes]
     return Case(spec.run_id, topology, gpus, spec.collective, sizes,
-                [r["time_s"] for r in rows], picks, spec.nodes, spec.per_node)
+                [r["time_s"] for r in rows], picks, spec.nodes, spec.per_node, algorithm)
 
 
 SIMULATED: dict = {}  # the cache's "sim" part: busbw by (run, size, pick) as shipped
@@ -210,9 +211,10 @@ def loo(spec: RunSpec, cache: dict) -> dict[int, tuple[float, dict]]:
         key = f"{spec.run_id}/{half}/{spec.algorithm}"
         if key not in cache:
             cache[key] = calibrate([case_of(spec, fit_rows, spec.algorithm)],
-                                   max_iterations=LARGE_ITERATIONS if large else None).factors
+                                   max_iterations=LARGE_ITERATIONS if large else None,
+                                   pick_scales=() if large else PICK_SCALES).factors
         factors = cache[key]
-        case = case_of(spec, held, spec.algorithm)
+        case = repicked(case_of(spec, held, spec.algorithm), factors.get("pick_scale", 1.0))
         topology = with_figures(case.topology, calibrated_figures(case.topology.machine, factors))
         for i, size in enumerate(case.sizes):
             out[size] = busbw(case, i, topology), factors
@@ -303,6 +305,7 @@ def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
             cache[key] = calibrate([fit_case]).factors
         held = [r for r in target.rows if int(r["bytes"]) >= MIN_SIZE]
         case = case_of(target, held, target.algorithm)
+        moved = repicked(case, cache[key].get("pick_scale", 1.0))
         calibrated = with_figures(case.topology, calibrated_figures(case.topology.machine,
                                                                     cache[key]))
         factor = COLLECTIVES[target.collective].busbw_factor(target.nodes * target.per_node)
@@ -310,7 +313,7 @@ def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
         for i, row in enumerate(held):
             measured = int(row["bytes"]) / row["time_s"] / 1e9 * factor
             errors["preset"].append(busbw(case, i) / measured - 1)
-            errors["calibrated"].append(busbw(case, i, calibrated) / measured - 1)
+            errors["calibrated"].append(busbw(moved, i, calibrated) / measured - 1)
         lines.append(f"{small} -> {large} ({preset.stem}): preset {stats(errors['preset'])}, "
                      f"calibrated on the smaller run {stats(errors['calibrated'])}")
     return lines

@@ -155,11 +155,11 @@ def test_calibration_recovers_perturbed_figures(tmp_path, capsys):
     forced_log.write_text(_log([forced]))
     out = tmp_path / "cal.yaml"
     assert main(["calibrate", "--topology", "dgx-h100", "--measured", str(log),
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--fixed-picks"]) == 0
     assert "Fitted" in capsys.readouterr().out
     cases = [case_from_run(run, DGX) for run in read_logs(log)]
     cases += [case_from_run(run, DGX, protocol="LL128") for run in read_logs(forced_log)]
-    result = calibrate(cases)
+    result = calibrate(cases, pick_scales=())  # NCCL switches where its model says here
     determined = {f.name: f.factor for f in result.figures if f.determined}
     assert {"launch", "latency.LL", "latency.LL128", "reachable.nvlink", "reachable.nvls",
             "efficiency.LL128"} <= set(determined)

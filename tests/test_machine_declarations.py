@@ -140,15 +140,17 @@ def test_nvls_reach_and_a_protocol_efficiency_scale_what_the_cost_model_gives():
         300e9 * 0.85 * link.bandwidth / 450e9)  # undeclared, NVLS follows the NVLink reach
     nccl = topology_from_text(NODE, {"nccl.protocols.LL.ring.efficiency": 0.5}).machine.nccl
     assert nccl.overrides[("LL", "ring")].efficiency == 0.5
+    above = bandwidths({"nccl.protocols.LL128.efficiency": "150%"})
+    assert above[1] == pytest.approx(ring) and above[2] == pytest.approx(1.5 * cap)
 
 
 @pytest.mark.parametrize("text, overrides, key, expected", [
     (NODE, {"nccl.reachable.nvls": "500GB/s"}, "nccl.reachable.nvls",
      "more than the line rate of 450 GB/s (nvlink.bandwidth)"),
-    (NODE, {"nccl.protocols.LL.efficiency": "120%"}, "nccl.protocols.LL.efficiency",
-     "above 0 and at most 100%"),
+    (NODE, {"nccl.protocols.LL.efficiency": "250%"}, "nccl.protocols.LL.efficiency",
+     "above 0 and at most 200%"),
     (NODE, {"nccl.protocols.LL.efficiency": 0}, "nccl.protocols.LL.efficiency",
-     "above 0 and at most 100%"),
+     "above 0 and at most 200%"),
     (NODE, {"nccl.protocols.LL.efficiency": "most"}, "nccl.protocols.LL.efficiency",
      "got 'most'"),
     (NODE.replace(", arch: 90", ""), {}, "gpu.arch", "required with an 'nccl' section"),

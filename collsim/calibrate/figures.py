@@ -14,8 +14,12 @@ not describe (a one-node fit leaves the network as the preset has it):
   (at most its line rate);
 - ``reachable.nvls``: what NVLS reaches through the NVSwitch's reduce and multicast, apart
   from the rings' NVLink (at most NVLink's line rate);
-- ``efficiency.LL``/``LL128``: the share of the links' and NCCL's caps' bandwidth the
-  protocol reaches (its flag and polling overhead beyond the wire format), at most 1.
+- ``efficiency.LL``/``LL128``: the share of NCCL's bandwidth figures the protocol reaches:
+  its per-channel and per-GPU caps (the SMs' throughput polling flags, which NCCL's constants
+  estimate) scale by it, the links' reach by at most 1;
+- ``pick_scale``: NCCL chooses algorithm and protocol as for this multiple of the size: the
+  machine's NCCL (its version, its tuning) switches at other sizes than the model says. It is
+  discrete (logs step sizes by 2): each of ``fit.PICK_SCALES`` is a fit of its own.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from collsim.nccl.tuning import SIMPLE_ONLY
 
 MIN_LAUNCH = 1e-6  # s: a preset declaring no launch cost is fitted from 1 us
 INTRA = ("nvlink", "pcie")  # the classes inside a node, whose latencies latency.<P> scales
-MIN_EFFICIENCY = 0.2  # a protocol reaching less than a fifth of Simple's is not plausible
+MIN_EFFICIENCY = 0.2  # a protocol reaching less than a fifth of NCCL's figures: implausible
+MAX_EFFICIENCY = 2.0  # NCCL's caps (llMaxBw, per-channel LL128) are its model's estimates
 
 
 @dataclass(frozen=True)
@@ -89,9 +94,13 @@ FIGURES: tuple[Figure, ...] = (
       for c in ("nvlink", "network", "pcie")),  # network before pcie: on a tie it is named
     Figure("reachable.nvls", "bandwidth NVLS reaches through the NVSwitch (per GPU)", "GB/s",
            _nvls_value, _nvls_bounds, "reachable"),
-    *(Figure(f"efficiency.{p}", f"share of the links' and caps' bandwidth {p} reaches", "x",
-             lambda f: 1.0, lambda f: (MIN_EFFICIENCY, 1.0), "efficiency")
+    *(Figure(f"efficiency.{p}", f"share of NCCL's bandwidth figures {p} reaches (its caps; "
+             "the links' reach at most)", "x", lambda f: 1.0,
+             lambda f: (MIN_EFFICIENCY, MAX_EFFICIENCY), "efficiency")
       for p in ("LL", "LL128")),
+    Figure("pick_scale", "NCCL chooses algorithm and protocol as for this multiple of the "
+           "size (where it switches)", "x", lambda f: f.pick_scale or 1.0,
+           lambda f: (0.25, 4.0), "pick"),  # chosen among fit.PICK_SCALES, not by steps
 )
 BY_NAME: Mapping[str, Figure] = {f.name: f for f in FIGURES}
 
@@ -126,6 +135,8 @@ def calibrated(machine: Machine, factors: Mapping[str, float]) -> NcclFigures:
     """The machine's NCCL figures under the fitted ``factors`` (the determined figures only):
     NVLS's reach stays as the preset's rule has it unless ``reachable.nvls`` was fitted."""
     figures = apply(resolved(machine.nccl, machine.gpu.arch), factors)
+    if "pick_scale" in factors:
+        figures = dataclasses.replace(figures, pick_scale=factors["pick_scale"])
     if "reachable.nvls" in factors:
         return figures
     return dataclasses.replace(figures, nvls_reachable=machine.nccl.nvls_reachable)
@@ -156,7 +167,7 @@ def apply(figures: NcclFigures, factors: Mapping[str, float]) -> NcclFigures:
         if share != 1.0:
             old = overrides.get((p, None)) or ProtocolOverride()
             overrides[(p, None)] = dataclasses.replace(
-                old, efficiency=min(1.0, (old.efficiency or 1.0) * share))
+                old, efficiency=min(MAX_EFFICIENCY, (old.efficiency or 1.0) * share))
         if scale == 1.0 and network == 1.0:
             continue
         for family in families(p):

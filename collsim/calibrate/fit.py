@@ -11,13 +11,14 @@ Undetermined figures keep the preset's value."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from collsim.calibrate.cases import Case
+from collsim.calibrate.cases import Case, repicked
 from collsim.calibrate.figures import FIGURES, _launch, apply, calibrated, resolved
 from collsim.calibrate.predict import simulate_pick, with_figures
 from collsim.hardware.machine import NcclFigures
@@ -27,6 +28,8 @@ SENSITIVITY = 0.05   # d log(time) / d log(factor) some point must reach
 COLLINEAR = 0.3      # share of a column left after projecting out the figures before it
 STEP = 0.03          # finite-difference step in u, taken downwards (see ``jacobian``)
 MAX_ITERATIONS = 12
+PICK_SCALES = (0.25, 0.5, 2.0, 4.0)  # sizes in logs step by 2: one or two steps either way
+PICK_GAIN = 0.7  # another switch size must lower the cost by 30% to be taken as measured
 
 
 @dataclass(frozen=True)
@@ -159,10 +162,38 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
 
 
 def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
-              max_iterations: int | None = None) -> Calibration:
-    """Fit the figures ``names`` (default: every one of ``FIGURES``) to ``cases``, in at most
-    ``max_iterations`` Levenberg-Marquardt steps (default ``MAX_ITERATIONS``)."""
-    names = [f.name for f in FIGURES] if names is None else list(names)
+              max_iterations: int | None = None,
+              pick_scales: Sequence[float] = PICK_SCALES) -> Calibration:
+    """Fit the figures ``names`` (default: every continuous one of ``FIGURES``) to ``cases``,
+    in at most ``max_iterations`` Levenberg-Marquardt steps (default ``MAX_ITERATIONS``), and
+    ``pick_scale`` among ``pick_scales`` (each a fit of its own; () leaves it at 1)."""
+    names = [f.name for f in FIGURES if f.kind != "pick"] if names is None else list(names)
+    original, cost = _fit(cases, names, max_iterations or MAX_ITERATIONS)
+    best, best_cost, chosen, moved_any = original, cost, 1.0, False
+    for scale in pick_scales:
+        moved = [repicked(case, scale) for case in cases]
+        if all(m.picks == c.picks for m, c in zip(moved, cases, strict=True)):
+            continue
+        moved_any = True
+        trial, trial_cost = _fit(moved, names, max_iterations or MAX_ITERATIONS)
+        if trial_cost < PICK_GAIN * cost and trial_cost < best_cost:
+            best, best_cost, chosen = trial, trial_cost, scale
+    if chosen != 1.0:
+        why = ""
+    elif moved_any:
+        why = "no other switch size explains the logs clearly better than the model's"
+    else:
+        why = "no size of the logs is near a switch of NCCL's choice"
+    errors = tuple(dataclasses.replace(e, before_median=o.before_median, before_p90=o.before_p90)
+                   for e, o in zip(best.errors, original.errors, strict=True))
+    nccl = dataclasses.replace(best.nccl, pick_scale=chosen if chosen != 1.0 else None)
+    pick = Fitted("pick_scale", 1.0, chosen, chosen, chosen != 1.0, why)
+    return dataclasses.replace(best, figures=(*best.figures, pick), nccl=nccl, errors=errors)
+
+
+def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
+         ) -> tuple[Calibration, float]:
+    """The continuous fit of ``names`` with the cases' picks as they are, and its cost."""
     machine = cases[0].topology.machine
     figures = resolved(machine.nccl, machine.gpu.arch)
     by_name = {f.name: f for f in FIGURES}
@@ -180,7 +211,7 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
                     model.times(u0)} if free else {}
     fitted_u, iterations = _levenberg_marquardt(fitted if free else None, low[index],
                                                 high[index], jacobian[:, index],
-                                                max_iterations or MAX_ITERATIONS)
+                                                max_iterations)
     factors = dict(zip(free, np.exp(fitted_u), strict=True))
     nccl = calibrated(machine, factors)
     outcome = []
@@ -192,7 +223,9 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
         outcome.append(Fitted(n, before, after, factors.get(n, 1.0), n not in why,
                               why.get(n, "")))
     final = fitted.times(fitted_u) if free else model.times(u0)
-    return Calibration(tuple(outcome), nccl, _errors(cases, model.times(u0), final), iterations)
+    residual = np.log(final) - model.measured
+    return (Calibration(tuple(outcome), nccl, _errors(cases, model.times(u0), final),
+                        iterations), float(residual @ residual))
 
 
 def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,

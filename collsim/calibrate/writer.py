@@ -97,6 +97,8 @@ def _nccl_block(calibration: Calibration) -> list[str]:
            f"  sharp: {str(figures.sharp).lower()}"]
     if figures.nic_path is not None:
         out.append(f"  nic_path: {figures.nic_path}")
+    if figures.pick_scale is not None:
+        out.append(f"  pick_scale: {figures.pick_scale:g}{note('pick_scale')}")
     reachable = [c for c in LINK_CLASSES if c in figures.reachable]
     if reachable or figures.nvls_reachable is not None:
         out.append("  reachable:")

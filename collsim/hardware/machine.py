@@ -37,9 +37,9 @@ class Gpu:
 class ProtocolOverride:
     """One entry of ``nccl.protocols``: figures that replace NCCL's defaults for a protocol
     (in every algorithm family, or in one). Latencies are seconds per step by link class;
-    caps are payload bytes/s; ``efficiency`` (0 < e <= 1) is the share of what the links and
-    caps would give that the protocol reaches (its flag and polling overhead beyond the wire
-    format); None keeps NCCL's figure (1 for ``efficiency``)."""
+    caps are payload bytes/s; ``efficiency`` (0 < e <= 2) is the share of NCCL's caps the
+    protocol reaches and, up to 1, of the links' reach (its flag and polling overhead beyond
+    the wire format); None keeps NCCL's figure (1 for ``efficiency``)."""
 
     latency: Mapping[str, float] = field(default_factory=dict)
     base: float | None = None
@@ -57,6 +57,7 @@ class NcclFigures:
     ``nvls_reachable`` is the NVLink bandwidth (B/s per GPU per direction) NVLS reaches through
     the NVSwitch's reduce and multicast; None: NCCL's ``nvlsEfficiency`` x the NVLink reach.
     ``overrides`` is keyed by (protocol, family), family None for every family.
+    ``pick_scale``: NCCL's choice is made as for this multiple of a call's size (None: 1).
     """
 
     launch: float
@@ -68,6 +69,7 @@ class NcclFigures:
     reachable: Mapping[str, float] = field(default_factory=dict)
     overrides: Mapping[tuple[str, str | None], ProtocolOverride] = field(default_factory=dict)
     nvls_reachable: float | None = None
+    pick_scale: float | None = None
 
     def reached(self, link_class: str) -> float | None:
         """Bytes/s NCCL reaches on the class's reference link; None if the machine has none."""

@@ -26,7 +26,8 @@ What goes in (physical, or NCCL's measured engine limits):
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
   line rate); under NVLS on NVLink the machine's ``reachable.nvls``, by default NCCL's
   ``nvlsEfficiency`` x the NVLink reach (0.85 Hopper, 0.74 Blackwell: the NVSwitch's reduce
-  and multicast do not reach the NVLink rate); x the protocol's declared ``efficiency``.
+  and multicast do not reach the NVLink rate); x the protocol's declared ``efficiency`` (at
+  most 1 on the links).
 - ``channel_cap`` (payload B/s one channel moves, per GPU) and ``gpu_cap`` (payload B/s a GPU
   moves over all channels): NCCL's per-architecture limits of one SM running a protocol
   (``perChMaxRingLL128Bw``, ``perChMaxTreeLL128Bw``, ``perChMaxTreeBw``, ``perChMaxNVLSTreeBw``)
@@ -169,8 +170,8 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
     channel_cap = overridden("channel_cap", channel_cap)
     gpu_cap = overridden("gpu_cap", gpu_cap)
     share = overridden("efficiency", None)
-    if share is not None:  # the protocol's own overhead: a share of links and caps alike
-        efficiency = {kind: e * share for kind, e in efficiency.items()}
+    if share is not None:  # a share of NCCL's caps; of the links, at most all they reach
+        efficiency = {kind: e * min(share, 1.0) for kind, e in efficiency.items()}
         channel_cap = None if channel_cap is None else channel_cap * share
         gpu_cap = None if gpu_cap is None else gpu_cap * share
     if family in TREE_FAMILIES:

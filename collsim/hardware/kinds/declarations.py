@@ -15,13 +15,16 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
         network: 96%            #   a NIC's port
         nvls: 380GB/s           #   optional: NVLS through the NVSwitch (default: NCCL's
                                 #   nvlsEfficiency x the NVLink reach)
+      pick_scale: 2             # optional: NCCL chooses algorithm and protocol as for twice
+                                # the size (a calibrated machine's switch points)
       protocols:                # optional overrides of NCCL's constants, per protocol ...
         LL128:
           latency: {nvlink: 1.9us, pcie: 2.5us, network: 4us}   # NCCL's hwLat, by class
           base: 14us            # per call
           channel_cap: 36.7GB/s # payload per channel
           gpu_cap: 141GB/s      # payload per GPU, all channels
-          efficiency: 90%       # share of the links' and caps' bandwidth the protocol reaches
+          efficiency: 90%       # share of NCCL's caps the protocol reaches (of the links'
+                                # reach: at most 100%); up to 200%
           ring: {base: 12us}    # ... or per algorithm family (wins over the protocol's)
 
 A file without ``nccl`` declares nothing and is simulated with the ideal cost model.
@@ -59,7 +62,7 @@ NCCL_SCHEMA = {
     "properties": {
         "launch": QUANTITY, "cpu": {"enum": list(CPUS)}, "nvls": {"type": "boolean"},
         "sharp": {"type": "boolean"}, "nic_path": {"enum": list(NIC_PATHS)},
-        "reachable": _REACHABLE,
+        "reachable": _REACHABLE, "pick_scale": {"type": "number"},
         "protocols": {"type": "object", "properties": {p: _PROTOCOL for p in PROTOCOLS},
                       "additionalProperties": False},
     },
@@ -92,7 +95,20 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
         cpu=data["cpu"], nvls=bool(data.get("nvls", False)),
         sharp=bool(data.get("sharp", False)), nic_path=data.get("nic_path"),
         line=line, reachable={c: r for c, r in reachable.items() if r is not None},
-        overrides=_overrides(doc), nvls_reachable=nvls))
+        overrides=_overrides(doc), nvls_reachable=nvls, pick_scale=_pick_scale(doc)))
+
+
+PICK_SCALES = (1 / 16, 16)  # beyond these NCCL's model would not be describing the machine
+
+
+def _pick_scale(doc: Document) -> float | None:
+    value = at(doc.data, ("nccl", "pick_scale"))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not PICK_SCALES[0] <= float(value) <= PICK_SCALES[1]:
+        raise doc.error(("nccl", "pick_scale"), f"expected a factor on the size from 1/16 to "
+                        f"16, got {value!r}")
+    return float(value)
 
 
 def line_rates(spec: NodeSpec) -> dict[str, float]:
@@ -163,15 +179,18 @@ def _override(doc: Document, path: KeyPath) -> ProtocolOverride:
                             _share(doc, path + ("efficiency",)) if "efficiency" in data else None)
 
 
+MAX_SHARE = 2.0  # a protocol's caps may be twice NCCL's estimate; its links never exceed 1
+
+
 def _share(doc: Document, path: KeyPath) -> float:
-    """A share above 0 and at most 1: ``90%`` or ``0.9``."""
+    """A share above 0 and at most ``MAX_SHARE``: ``90%`` or ``0.9``."""
     value = at(doc.data, path)
     text = str(value).strip()
     try:
         share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         share = math.nan
-    if isinstance(value, bool) or not 0 < share <= 1:
-        raise doc.error(path, f"expected a share above 0 and at most 100% (such as '90%' or "
-                        f"0.9), got {value!r}")
+    if isinstance(value, bool) or not 0 < share <= MAX_SHARE:
+        raise doc.error(path, f"expected a share above 0 and at most {MAX_SHARE:.0%} (such as "
+                        f"'90%' or 0.9; above 100% only NCCL's caps rise), got {value!r}")
     return share
