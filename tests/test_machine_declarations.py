@@ -142,6 +142,13 @@ def test_nvls_reach_and_a_protocol_efficiency_scale_what_the_cost_model_gives():
     assert nccl.overrides[("LL", "ring")].efficiency == 0.5
     above = bandwidths({"nccl.protocols.LL128.efficiency": "150%"})
     assert above[1] == pytest.approx(ring) and above[2] == pytest.approx(1.5 * cap)
+    cluster = topology_from_text(CLUSTER, {"nccl.protocols.LL.efficiency": "150%"})
+    across = cost_model(cluster, "ring", "LL")  # 2 nodes: NCCL's CPU row, not raised
+    alone = cost_model(cluster, "ring", "LL", gpus=range(8))  # one node: raised
+    plain = topology_from_text(CLUSTER)
+    assert across.gpu_cap == pytest.approx(cost_model(plain, "ring", "LL").gpu_cap)
+    assert alone.gpu_cap == pytest.approx(
+        1.5 * cost_model(plain, "ring", "LL", gpus=range(8)).gpu_cap)
 
 
 @pytest.mark.parametrize("text, overrides, key, expected", [

@@ -16,7 +16,8 @@ not describe (a one-node fit leaves the network as the preset has it):
   from the rings' NVLink (at most NVLink's line rate);
 - ``efficiency.LL``/``LL128``: the share of NCCL's bandwidth figures the protocol reaches:
   its per-channel and per-GPU caps (the SMs' throughput polling flags, which NCCL's constants
-  estimate) scale by it, the links' reach by at most 1;
+  estimate) scale by it, the links' reach by at most 1, and across nodes (where NCCL's tables
+  hold other caps) the caps by at most 1 too;
 - ``pick_scale``: NCCL chooses algorithm and protocol as for this multiple of the size: the
   machine's NCCL (its version, its tuning) switches at other sizes than the model says. It is
   discrete (logs step sizes by 2): each of ``fit.PICK_SCALES`` is a fit of its own.

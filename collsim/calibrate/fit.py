@@ -43,6 +43,7 @@ class Fitted:
     factor: float
     determined: bool
     why: str = ""
+    bound: str = ""  # "lower" or "upper" when the fit ended at that bound of the figure
 
 
 @dataclass(frozen=True)
@@ -220,8 +221,13 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
         before, after = figure.value(figures), figure.value(nccl)
         if n not in why and n.startswith(("latency.", "efficiency.")):
             before, after = 1.0, factors[n]
+        at = ""
+        if n in factors:
+            u = math.log(factors[n])
+            at = "lower" if u <= low[names.index(n)] + 1e-6 else \
+                "upper" if u >= high[names.index(n)] - 1e-6 else ""
         outcome.append(Fitted(n, before, after, factors.get(n, 1.0), n not in why,
-                              why.get(n, "")))
+                              why.get(n, ""), at))
     final = fitted.times(fitted_u) if free else model.times(u0)
     residual = np.log(final) - model.measured
     return (Calibration(tuple(outcome), nccl, _errors(cases, model.times(u0), final),

@@ -62,12 +62,18 @@ def _comment(preset: str, calibration: Calibration, cases: Sequence[Case],
                "NCCL's per-step latencies, efficiency.* are a protocol's share of the bandwidth; "
                "docs/calibration.md):" if fitted else "# No figure is determined by these logs.")
     out += [f"#   {f.name:<18} {BY_NAME[f.name].what}: {_show(f, f.preset)} -> "
-            f"{_show(f, f.value)}" for f in fitted]
+            f"{_show(f, f.value)}{_bound(f)}" for f in fitted]
     if kept:
         out.append("# Not determined by these logs, kept as the preset has them:")
         out += [f"#   {f.name:<18} {f.why}" for f in kept]
     out.append("# Every other figure, and its source, as in the preset.")
     return out
+
+
+def _bound(figure: Fitted) -> str:
+    """A fit that ended at a bound says so: the logs ask for more than the range allows, or
+    (a bandwidth that no longer binds) say only that it is at least that far."""
+    return f" (at its {figure.bound} bound)" if figure.bound else ""
 
 
 def _show(figure: Fitted, value: float | None) -> str:

@@ -32,7 +32,7 @@ What goes in (physical, or NCCL's measured engine limits):
   moves over all channels): NCCL's per-architecture limits of one SM running a protocol
   (``perChMaxRingLL128Bw``, ``perChMaxTreeLL128Bw``, ``perChMaxTreeBw``, ``perChMaxNVLSTreeBw``)
   and LL's total (``llMaxBw``; across nodes the CPU's row), from NCCL's table column for the call's
-  node count (1, 2, more); x the protocol's declared ``efficiency``.
+  node count (1, 2, more); x the protocol's declared ``efficiency`` (above 1 on one node only).
 
 What stays out (NCCL's model fudge, kept in :mod:`collsim.nccl.tuning` only, where NCCL uses it
 to choose): LL128's 0.92 (the wire ratio is 0.9375), Tree LL's /3.8 and LL128's 7/9 on one node,
@@ -172,8 +172,11 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
     share = overridden("efficiency", None)
     if share is not None:  # a share of NCCL's caps; of the links, at most all they reach
         efficiency = {kind: e * min(share, 1.0) for kind, e in efficiency.items()}
-        channel_cap = None if channel_cap is None else channel_cap * share
-        gpu_cap = None if gpu_cap is None else gpu_cap * share
+        # above 1 only NCCL's one-node caps rise: across nodes its tables hold other figures
+        # (LL's is the CPU's row), which a one-node measurement says nothing about
+        raised = share if nodes == 1 else min(share, 1.0)
+        channel_cap = None if channel_cap is None else channel_cap * raised
+        gpu_cap = None if gpu_cap is None else gpu_cap * raised
     if family in TREE_FAMILIES:
         per_call = tree_hops_us(family, nodes, ppn, figure(intra_class) / US,
                                 figure("network") / US) * US
