@@ -72,7 +72,7 @@ def _comment(preset: str, calibration: Calibration, cases: Sequence[Case],
 
 def _bound(figure: Fitted) -> str:
     """A fit that ended at a bound says so: the logs ask for more than the range allows, or
-    (a bandwidth that no longer binds) say only that it is at least that far."""
+    (a bandwidth that stops binding) say only that it is at least that far."""
     return f" (at its {figure.bound} bound)" if figure.bound else ""
 
 
