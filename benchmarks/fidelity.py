@@ -5,7 +5,8 @@ rows of 1 MiB and more, for
   (a) auto:        the preset as shipped, NCCL's pick (collsim.calibrate.predict);
   (b) forced:      rows whose source says what ran (NCCL_ALGO=Ring/Tree), that algorithm;
   (c) calibrated:  leave-one-out: calibrate the preset on every other size of the run
-                   (collsim.calibrate.fit), predict the held-out sizes; both halves;
+                   (collsim.calibrate.fit), predict the held-out sizes; both halves; runs
+                   of up to 32 GPUs (--max-ranks), those over 8 in fewer steps (LARGE_*);
   (d) NCCL model:  NCCL's own analytic time of its pick (collsim.nccl.tuning), for comparison;
   (e) scale-up:    calibrate on a machine's smaller run (1 node, or 1 GPU per node), predict
                    its larger one (SCALE_UP), printed per pair.
@@ -32,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from collsim.calibrate.cases import Case, shape
-from collsim.calibrate.figures import apply
-from collsim.calibrate.fit import calibrate
+from collsim.calibrate.cases import Case, repicked, shape
+from collsim.calibrate.figures import calibrated as calibrated_figures
+from collsim.calibrate.fit import PICK_SCALES, calibrate
 from collsim.calibrate.predict import pick, simulate_pick, with_figures
 from collsim.collectives import COLLECTIVES
 from collsim.errors import InputError
@@ -46,9 +47,18 @@ OUT = ROOT / "plots" / "fidelity"
 CACHE = ROOT / ".cache" / "fidelity.json"
 MIN_SIZE = 2**20
 MAX_SIM_RANKS = 128  # larger runs take minutes per point to simulate: left out, and said so
+# Leave-one-out fits on runs of more than 8 GPUs: fewer steps, the sizes up to 1 GiB (the
+# larger ones, all bandwidth-bound, take most of the simulation time and add little), and no
+# search for NCCL's switch sizes (pick_scale: each candidate is a fit of its own).
+LARGE_RUN, LARGE_ITERATIONS, LARGE_FIT_MAX = 8, 6, 2**30
 FORCED = {"ring": "ring", "tree": "nccl_tree"}
-# (fitted on, predicted) runs of one machine and source: fewer GPUs -> more.
-SCALE_UP = (("vp-h100-1n-ar", "vp-h100-4n-ar"), ("gcp-a4-b200-2x1-ag", "gcp-a4-b200-2n-ag"))
+# (fitted on, predicted) runs of one machine and source: fewer GPUs -> more (1 node -> 2-4,
+# one GPU per node -> eight, 4 of a node's 8 GPUs -> 8).
+SCALE_UP = (("vp-h100-1n-ar", "vp-h100-4n-ar"), ("gcp-a4-b200-2x1-ag", "gcp-a4-b200-2n-ag"),
+            ("aws-p4dn-1n-ar-issue527", "aws-p4dn-2n-ar-issue527"),
+            ("aws-p4dn-1n-ar-issue527", "aws-p4dn-4n-ar-issue527"),
+            ("gb200-3xnvl4-ring-issue1801", "gb200-3xnvl8-ring-issue1801"),
+            ("gb200-3xnvl4-tree-issue1801", "gb200-3xnvl8-tree-issue1801"))
 
 
 @dataclass
@@ -181,7 +191,7 @@ def case_of(spec: RunSpec, rows: list[dict], algorithm: str = "auto") -> Case:
     sizes = [int(r["bytes"]) for r in rows]
     picks = [pick(topology, spec.collective, s, gpus, algorithm) for s in sizes]
     return Case(spec.run_id, topology, gpus, spec.collective, sizes,
-                [r["time_s"] for r in rows], picks, spec.nodes, spec.per_node)
+                [r["time_s"] for r in rows], picks, spec.nodes, spec.per_node, algorithm)
 
 
 SIMULATED: dict = {}  # the cache's "sim" part: busbw by (run, size, pick) as shipped
@@ -208,23 +218,28 @@ def source_stamp() -> str:
     return digest.hexdigest()[:16]
 
 
-def loo(spec: RunSpec, cache: dict) -> dict[int, float]:
-    """busbw of each size >= MIN_SIZE predicted by a fit on the other half of the sizes."""
+def loo(spec: RunSpec, cache: dict) -> dict[int, tuple[float, dict]]:
+    """busbw of each size >= MIN_SIZE predicted by a fit on the other half of the sizes, and
+    the fitted factors that predicted it."""
     out = {}
     for half in (0, 1):
-        fit_rows = [r for i, r in enumerate(spec.rows) if i % 2 != half]
+        large = spec.nodes * spec.per_node > LARGE_RUN
+        fit_rows = [r for i, r in enumerate(spec.rows) if i % 2 != half
+                    and (not large or int(r["bytes"]) <= LARGE_FIT_MAX)]
         held = [r for i, r in enumerate(spec.rows) if i % 2 == half and
                 int(r["bytes"]) >= MIN_SIZE]
         if len(fit_rows) < 3 or not held:
             continue
         key = f"{spec.run_id}/{half}/{spec.algorithm}"
         if key not in cache:
-            cache[key] = calibrate([case_of(spec, fit_rows, spec.algorithm)]).factors
+            cache[key] = calibrate([case_of(spec, fit_rows, spec.algorithm)],
+                                   max_iterations=LARGE_ITERATIONS if large else None,
+                                   pick_scales=() if large else PICK_SCALES).factors
         factors = cache[key]
-        case = case_of(spec, held, spec.algorithm)
-        topology = with_figures(case.topology, apply(case.topology.machine.nccl, factors))
+        case = repicked(case_of(spec, held, spec.algorithm), factors.get("pick_scale", 1.0))
+        topology = with_figures(case.topology, calibrated_figures(case.topology.machine, factors))
         for i, size in enumerate(case.sizes):
-            out[size] = busbw(case, i, topology)
+            out[size] = busbw(case, i, topology), factors
     return out
 
 
@@ -238,8 +253,11 @@ def stats(errors: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-calibrate", action="store_true", help="skip (c)")
-    parser.add_argument("--max-ranks", type=int, default=8,
+    parser.add_argument("--max-ranks", type=int, default=32,
                         help="leave-one-out fits only for runs of at most this many GPUs")
+    parser.add_argument("--worst", type=int, default=0, metavar="N",
+                        help="print each machine's N worst held-out rows (pick, fitted figures)")
+    parser.add_argument("--out", type=Path, default=OUT, help="where the table and figure go")
     args = parser.parse_args()
     started = time.time()
     cache = json.loads(CACHE.read_text()) if CACHE.is_file() else {}
@@ -274,7 +292,8 @@ def main() -> int:
                       "auto_pick": f"{chosen.algorithm}/{chosen.protocol}",
                       "forced": spec.algorithm if forced_case else "",
                       "forced_busbw": busbw(forced_case, i) if forced_case else None,
-                      "calibrated_busbw": calibrated.get(size),
+                      "calibrated_busbw": calibrated[size][0] if size in calibrated else None,
+                      "factors": calibrated[size][1] if size in calibrated else None,
                       "nccl_model_busbw": (size / chosen.model_time / 1e9 * factor
                                            if chosen.model_time else None)}
             table.append(record)
@@ -285,7 +304,9 @@ def main() -> int:
               file=sys.stderr)
     scale = scale_up(runs, cache)
     CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
-    write(table, skipped, scale, args.max_ranks)
+    write(table, skipped, scale, args.max_ranks, args.out)
+    if args.worst:
+        print(worst(table, args.worst))
     print(f"{time.time() - started:.1f} s", file=sys.stderr)
     return 0
 
@@ -295,21 +316,26 @@ def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
     by_id = {r.run_id: r for r in runs}
     lines = []
     for small, large in SCALE_UP:
+        if small not in by_id or large not in by_id:
+            continue
         fit_on, target = by_id[small], by_id[large]
         preset = find_topology(target.preset)
-        fit_case = case_of(RunSpec(**{**fit_on.__dict__, "preset": target.preset}), fit_on.rows)
-        key = f"scale/{small}/{target.preset}"
+        fit_case = case_of(RunSpec(**{**fit_on.__dict__, "preset": target.preset}), fit_on.rows,
+                           fit_on.algorithm)
+        key = f"scale/{small}/{target.preset}/{fit_on.algorithm}"
         if key not in cache:
             cache[key] = calibrate([fit_case]).factors
         held = [r for r in target.rows if int(r["bytes"]) >= MIN_SIZE]
-        case = case_of(target, held)
-        calibrated = with_figures(case.topology, apply(case.topology.machine.nccl, cache[key]))
+        case = case_of(target, held, target.algorithm)
+        moved = repicked(case, cache[key].get("pick_scale", 1.0))
+        calibrated = with_figures(case.topology, calibrated_figures(case.topology.machine,
+                                                                    cache[key]))
         factor = COLLECTIVES[target.collective].busbw_factor(target.nodes * target.per_node)
         errors: dict[str, list[float]] = {"preset": [], "calibrated": []}
         for i, row in enumerate(held):
             measured = int(row["bytes"]) / row["time_s"] / 1e9 * factor
             errors["preset"].append(busbw(case, i) / measured - 1)
-            errors["calibrated"].append(busbw(case, i, calibrated) / measured - 1)
+            errors["calibrated"].append(busbw(moved, i, calibrated) / measured - 1)
         lines.append(f"{small} -> {large} ({preset.stem}): preset {stats(errors['preset'])}, "
                      f"calibrated on the smaller run {stats(errors['calibrated'])}")
     return lines
@@ -324,8 +350,23 @@ def error(record: dict, column: str) -> float | None:
     return None if value is None else value / record["measured_busbw"] - 1
 
 
-def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: int) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
+def worst(table: list[dict], count: int) -> str:
+    """Each machine's ``count`` worst held-out rows: where the calibrated residual comes from."""
+    lines = ["worst held-out rows (calibrated on the other half of the run's sizes):"]
+    for machine in sorted({r["machine"] for r in table}):
+        mine = sorted((r for r in table if r["machine"] == machine and r["factors"]),
+                      key=lambda r: -abs(error(r, "calibrated_busbw")))[:count]
+        for r in mine:
+            figures = " ".join(f"{k}={v:.3g}" for k, v in sorted(r["factors"].items()))
+            lines.append(f"  {machine:<14} {r['run_id']:<26} {r['size_bytes'] / 2**20:>7g} MiB "
+                         f"{r['auto_pick']:<18} {100 * error(r, 'calibrated_busbw'):+6.1f}%  "
+                         f"{figures}")
+    return "\n".join(lines)
+
+
+def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: int,
+          out: Path = OUT) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     machines = sorted({r["machine"] for r in table})
     head = f"{'machine':<20}" + "".join(f" | {name:>19}" for name, _ in KINDS)
     sub = f"{'':<20}" + "".join(f" | {'rows':>5} {'median':>6} {'p90':>6}" for _ in KINDS)
@@ -352,11 +393,11 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
                        + (" with " + ", ".join(f"{k}={v}" for k, v in over.items())
                           if over else "") + f" ({why})"
                        for run, (name, over, why) in RUN_PRESETS.items())
-    (OUT / "table.md").write_text(
+    (out / "table.md").write_text(
         "# busbw error against published measurements (rows >= 1 MiB)\n\n"
         "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
         f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
-        "on a multi-node run takes minutes); `forced` where the source says what ran; "
+        "on a 32-GPU run takes about a minute); `forced` where the source says what ran; "
         "`python benchmarks/fidelity.py` (seconds with the cache of fits and simulations, "
         "a few minutes without)."
         + (" `described` is `all` without the rows on networks no preset describes (listed "
@@ -370,7 +411,7 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
                "auto_pick", "auto_busbw", "auto_error", "forced", "forced_busbw",
                "forced_error", "calibrated_busbw", "calibrated_error", "nccl_model_busbw",
                "nccl_model_error"]
-    with (OUT / "rows.csv").open("w", newline="") as f:
+    with (out / "rows.csv").open("w", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(columns)
         for r in table:
@@ -379,10 +420,10 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
             writer.writerow(["" if full.get(c) is None else
                              (f"{full[c]:.4g}" if isinstance(full[c], float) else full[c])
                              for c in columns])
-    figure(table)
+    figure(table, out)
 
 
-def figure(table: list[dict]) -> None:
+def figure(table: list[dict], out: Path = OUT) -> None:
     import matplotlib.pyplot as plt
 
     from collsim.output.style import save, size_axis, styled
@@ -414,7 +455,7 @@ def figure(table: list[dict]) -> None:
         for ax in list(axes.flat)[len(runs):]:
             ax.set_visible(False)
         axes.flat[0].legend(fontsize=7)
-        save(fig, OUT, "busbw", ["png"])
+        save(fig, out, "busbw", ["png"])
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from collsim.cli import main
+from collsim.errors import InputError
 from collsim.output.table import read_table
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").exists(),
@@ -181,6 +182,23 @@ def test_a_second_run_into_a_busy_folder_is_refused_and_a_stale_lock_is_not(
     child.communicate(timeout=30)
     assert (out / ".collsim.lock").exists()  # left by the killed run; the kernel freed it
     assert resume(scenario, out) == expected
+    assert not (out / ".collsim.lock").exists()  # the finished run removes it
+
+
+def test_a_finished_run_leaves_no_lock_file_and_a_failed_one_keeps_its_folder_lock(tmp_path):
+    from collsim.output.lock import LOCK_FILE, FolderLock
+
+    with FolderLock(tmp_path):
+        assert (tmp_path / LOCK_FILE).exists()
+        with pytest.raises(InputError, match="another collsim run"), FolderLock(tmp_path):
+            pass
+    assert not (tmp_path / LOCK_FILE).exists()
+    with pytest.raises(RuntimeError), FolderLock(tmp_path):
+        raise RuntimeError("the run failed")
+    assert (tmp_path / LOCK_FILE).exists()  # a failed run's lock stays (released, stale)
+    with FolderLock(tmp_path):  # and does not block the next run
+        pass
+    assert not (tmp_path / LOCK_FILE).exists()
 
 
 def test_sigterm_is_handled_like_ctrl_c(tmp_path, whole):

@@ -119,7 +119,47 @@ def test_protocol_overrides_per_protocol_and_per_family():
     assert overrides[("Simple", "nvls")].latency == {"network": pytest.approx(7e-6)}
 
 
+def test_nvls_reach_and_a_protocol_efficiency_scale_what_the_cost_model_gives():
+    from collsim.nccl.protocols import cost_model
+
+    def bandwidths(overrides):
+        node = topology_from_text(NODE, overrides)
+        nvlink = next(link for link in node.links if link.kind == "nvlink")
+        nvls = cost_model(node, "nvls", "Simple")
+        ring = cost_model(node, "ring", "LL128")
+        return nvls.bandwidth(nvlink), ring.bandwidth(nvlink), ring.channel_cap, nvlink
+
+    nvls, ring, cap, link = bandwidths({})
+    assert nvls == pytest.approx(370.8e9 * 0.85 * link.bandwidth / 450e9)  # NCCL's Hopper 0.85
+    assert ring == pytest.approx(370.8e9 * link.bandwidth / 450e9)
+    declared = bandwidths({"nccl.reachable.nvls": "400GB/s",
+                           "nccl.protocols.LL128.efficiency": "80%"})
+    assert declared[0] == pytest.approx(400e9 * link.bandwidth / 450e9)
+    assert declared[1] == pytest.approx(0.8 * ring) and declared[2] == pytest.approx(0.8 * cap)
+    assert bandwidths({"nccl.reachable.nvlink": "300GB/s"})[0] == pytest.approx(
+        300e9 * 0.85 * link.bandwidth / 450e9)  # undeclared, NVLS follows the NVLink reach
+    nccl = topology_from_text(NODE, {"nccl.protocols.LL.ring.efficiency": 0.5}).machine.nccl
+    assert nccl.overrides[("LL", "ring")].efficiency == 0.5
+    above = bandwidths({"nccl.protocols.LL128.efficiency": "150%"})
+    assert above[1] == pytest.approx(ring) and above[2] == pytest.approx(1.5 * cap)
+    cluster = topology_from_text(CLUSTER, {"nccl.protocols.LL.efficiency": "150%"})
+    across = cost_model(cluster, "ring", "LL")  # 2 nodes: NCCL's CPU row, not raised
+    alone = cost_model(cluster, "ring", "LL", gpus=range(8))  # one node: raised
+    plain = topology_from_text(CLUSTER)
+    assert across.gpu_cap == pytest.approx(cost_model(plain, "ring", "LL").gpu_cap)
+    assert alone.gpu_cap == pytest.approx(
+        1.5 * cost_model(plain, "ring", "LL", gpus=range(8)).gpu_cap)
+
+
 @pytest.mark.parametrize("text, overrides, key, expected", [
+    (NODE, {"nccl.reachable.nvls": "500GB/s"}, "nccl.reachable.nvls",
+     "more than the line rate of 450 GB/s (nvlink.bandwidth)"),
+    (NODE, {"nccl.protocols.LL.efficiency": "250%"}, "nccl.protocols.LL.efficiency",
+     "above 0 and at most 200%"),
+    (NODE, {"nccl.protocols.LL.efficiency": 0}, "nccl.protocols.LL.efficiency",
+     "above 0 and at most 200%"),
+    (NODE, {"nccl.protocols.LL.efficiency": "most"}, "nccl.protocols.LL.efficiency",
+     "got 'most'"),
     (NODE.replace(", arch: 90", ""), {}, "gpu.arch", "required with an 'nccl' section"),
     (NODE, {"gpu.arch": 50}, "gpu.arch", "out of range"),
     (NODE, {"gpu.arch": 90.0}, "gpu.arch", "expected a whole number such as 8, got 90.0"),

@@ -5,13 +5,14 @@ machine's figures: each size keeps the algorithm and protocol the preset's ``aut
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collsim.calibrate.predict import Pick, pick, runnable
+from collsim.calibrate.predict import Pick, pick, runnable, with_figures
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology
 from collsim.hardware.topology import Topology
@@ -32,10 +33,26 @@ class Case:
     picks: list[Pick]
     nodes: int
     gpus_per_node: int
+    algorithm: str = "auto"         # as the run forced it (NCCL_ALGO)
+    protocol: str | None = None     # likewise (NCCL_PROTO)
+    logged: frozenset[int] = frozenset()  # sizes whose pick the log's INFO lines name
 
     @property
     def ranks(self) -> int:
         return len(self.gpus)
+
+
+def repicked(case: Case, scale: float) -> Case:
+    """The case with NCCL's choice made as for ``scale`` x each size (``nccl.pick_scale``);
+    the picks the log names stay."""
+    if scale == 1.0:
+        return case
+    machine = case.topology.machine
+    topology = with_figures(case.topology, dataclasses.replace(machine.nccl, pick_scale=scale))
+    picks = [old if size in case.logged else
+             pick(topology, case.collective, size, case.gpus, case.algorithm, case.protocol)
+             for size, old in zip(case.sizes, case.picks, strict=True)]
+    return dataclasses.replace(case, picks=picks)
 
 
 def shape(preset: Path, nodes: int, gpus_per_node: int, overrides: dict[str, Any],
@@ -88,10 +105,12 @@ def case_from_run(run: Run, preset: Path, overrides: dict[str, Any] | None = Non
     sizes = sorted(seen)
     coll = str(rows[0]["collective"])
     algorithm, protocol = _environment(run, coll, algorithm, protocol)
-    picks = [_logged(run, topology, coll, s, gpus) or pick(topology, coll, s, gpus, algorithm,
-                                                           protocol) for s in sizes]
+    logged = [_logged(run, topology, coll, s, gpus) for s in sizes]
+    picks = [chosen or pick(topology, coll, s, gpus, algorithm, protocol)
+             for s, chosen in zip(sizes, logged, strict=True)]
     return Case(label, topology, gpus, coll, sizes, [seen[s] for s in sizes], picks, nodes,
-                per_node)
+                per_node, algorithm, protocol,
+                frozenset(s for s, chosen in zip(sizes, logged, strict=True) if chosen))
 
 
 def _environment(run: Run, collective: str, algorithm: str, protocol: str | None

@@ -11,21 +11,25 @@ Undetermined figures keep the preset's value."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from collsim.calibrate.cases import Case
-from collsim.calibrate.figures import FIGURES, _launch, apply
+from collsim.calibrate.cases import Case, repicked
+from collsim.calibrate.figures import FIGURES, _launch, apply, calibrated, resolved
 from collsim.calibrate.predict import simulate_pick, with_figures
 from collsim.hardware.machine import NcclFigures
+from collsim.nccl.names import PROTOCOLS
 
 SENSITIVITY = 0.05   # d log(time) / d log(factor) some point must reach
 COLLINEAR = 0.3      # share of a column left after projecting out the figures before it
 STEP = 0.03          # finite-difference step in u, taken downwards (see ``jacobian``)
 MAX_ITERATIONS = 12
+PICK_SCALES = (0.25, 0.5, 2.0, 4.0)  # sizes in logs step by 2: one or two steps either way
+PICK_GAIN = 0.7  # another switch size must lower the cost by 30% to be taken as measured
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class Fitted:
     factor: float
     determined: bool
     why: str = ""
+    bound: str = ""  # "lower" or "upper" when the fit ended at that bound of the figure
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,8 @@ class Model:
 
     def __init__(self, cases: Sequence[Case], names: Sequence[str]) -> None:
         self.cases, self.names = list(cases), list(names)
+        self.figures = [resolved(c.topology.machine.nccl, c.topology.machine.gpu.arch)
+                        for c in self.cases]
         self.cache: dict[tuple, np.ndarray] = {}
         self.measured = np.log([t for c in cases for t in c.measured])
 
@@ -83,9 +90,8 @@ class Model:
         key = tuple(sorted((n, round(float(f), 12)) for n, f in factors.items()))
         if key not in self.cache:
             out = []
-            for case in self.cases:
-                topology = with_figures(case.topology, apply(case.topology.machine.nccl,
-                                                             factors))
+            for case, figures in zip(self.cases, self.figures, strict=True):
+                topology = with_figures(case.topology, apply(figures, factors))
                 out += [simulate_pick(topology, case.collective, size, case.gpus, p).time_s
                         for size, p in zip(case.sizes, case.picks, strict=True)]
             self.cache[key] = np.array(out)
@@ -95,18 +101,40 @@ class Model:
     def residuals(self, u: np.ndarray) -> np.ndarray:
         return np.log(self.times(u)) - self.measured
 
-    def jacobian(self, u: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    def jacobian(self, u: np.ndarray, low: np.ndarray, high: np.ndarray,
+                 unseen: Sequence[int] = ()) -> np.ndarray:
         """d residual / d u by steps downwards (upwards at the lower bound): raising one
         class's bandwidth may change nothing while another class binds as tightly, lowering
-        it shows that the time depends on it."""
+        it shows that the time depends on it. Columns ``unseen`` are known to be zero."""
         base = self.residuals(u)
         columns = []
         for j in range(len(u)):
+            if j in unseen or low[j] == high[j]:
+                columns.append(np.zeros_like(base))
+                continue
             step = -STEP if u[j] - STEP >= low[j] else STEP
             moved = u.copy()
             moved[j] += step
             columns.append((self.residuals(moved) - base) / step)
         return np.array(columns).T
+
+
+def unseen(cases: Sequence[Case], names: Sequence[str]) -> list[int]:
+    """The figures no simulated time can depend on, found from the picks alone (their
+    Jacobian columns are zero; skipping them saves a simulation of every point each):
+    a protocol's latency and efficiency where no size runs it, NVLS's reach where no size
+    runs an NVLS algorithm, the network's figures on runs of one node."""
+    protocols = {p.protocol for c in cases for p in c.picks}
+    nvls = any(p.algorithm in ("nvls", "nvls_tree") for c in cases for p in c.picks)
+    nodes = max(c.nodes for c in cases)
+    out = []
+    for j, name in enumerate(names):
+        kind, _, what = name.partition(".")
+        if (kind in ("latency", "efficiency") and what in PROTOCOLS and what not in protocols) \
+                or (name == "reachable.nvls" and not nvls) \
+                or (what == "network" and nodes == 1):
+            out.append(j)
+    return out
 
 
 def launch_of(case: Case) -> float:
@@ -134,17 +162,48 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
     return why
 
 
-def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None) -> Calibration:
-    """Fit the figures ``names`` (default: every one of ``FIGURES``) to ``cases``."""
-    names = [f.name for f in FIGURES] if names is None else list(names)
-    figures = cases[0].topology.machine.nccl
+def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
+              max_iterations: int | None = None,
+              pick_scales: Sequence[float] = PICK_SCALES) -> Calibration:
+    """Fit the figures ``names`` (default: every continuous one of ``FIGURES``) to ``cases``,
+    in at most ``max_iterations`` Levenberg-Marquardt steps (default ``MAX_ITERATIONS``), and
+    ``pick_scale`` among ``pick_scales`` (each a fit of its own; () leaves it at 1)."""
+    names = [f.name for f in FIGURES if f.kind != "pick"] if names is None else list(names)
+    original, cost = _fit(cases, names, max_iterations or MAX_ITERATIONS)
+    best, best_cost, chosen, moved_any = original, cost, 1.0, False
+    for scale in pick_scales:
+        moved = [repicked(case, scale) for case in cases]
+        if all(m.picks == c.picks for m, c in zip(moved, cases, strict=True)):
+            continue
+        moved_any = True
+        trial, trial_cost = _fit(moved, names, max_iterations or MAX_ITERATIONS)
+        if trial_cost < PICK_GAIN * cost and trial_cost < best_cost:
+            best, best_cost, chosen = trial, trial_cost, scale
+    if chosen != 1.0:
+        why = ""
+    elif moved_any:
+        why = "no other switch size explains the logs clearly better than the model's"
+    else:
+        why = "no size of the logs is near a switch of NCCL's choice"
+    errors = tuple(dataclasses.replace(e, before_median=o.before_median, before_p90=o.before_p90)
+                   for e, o in zip(best.errors, original.errors, strict=True))
+    nccl = dataclasses.replace(best.nccl, pick_scale=chosen if chosen != 1.0 else None)
+    pick = Fitted("pick_scale", 1.0, chosen, chosen, chosen != 1.0, why)
+    return dataclasses.replace(best, figures=(*best.figures, pick), nccl=nccl, errors=errors)
+
+
+def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
+         ) -> tuple[Calibration, float]:
+    """The continuous fit of ``names`` with the cases' picks as they are, and its cost."""
+    machine = cases[0].topology.machine
+    figures = resolved(machine.nccl, machine.gpu.arch)
     by_name = {f.name: f for f in FIGURES}
     bounds = [by_name[n].bounds(figures) for n in names]
     low = np.log([max(b[0], 1e-12) for b in bounds])
     high = np.log([b[1] for b in bounds])
     model = Model(cases, names)
     u0 = np.zeros(len(names))
-    jacobian = model.jacobian(u0, low, high)
+    jacobian = model.jacobian(u0, low, high, unseen(cases, names))
     why = identifiable(jacobian, names)
     free = [n for n in names if n not in why]
     index = [names.index(n) for n in free]
@@ -152,23 +211,32 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None) -> Cali
     fitted.cache = {tuple(sorted((n, 1.0) for n in free if n != "launch")):
                     model.times(u0)} if free else {}
     fitted_u, iterations = _levenberg_marquardt(fitted if free else None, low[index],
-                                                high[index], jacobian[:, index])
+                                                high[index], jacobian[:, index],
+                                                max_iterations)
     factors = dict(zip(free, np.exp(fitted_u), strict=True))
-    nccl = apply(figures, factors)
+    nccl = calibrated(machine, factors)
     outcome = []
     for n in names:
         figure = by_name[n]
         before, after = figure.value(figures), figure.value(nccl)
-        if n not in why and n.startswith("latency."):
+        if n not in why and n.startswith(("latency.", "efficiency.")):
             before, after = 1.0, factors[n]
+        at = ""
+        if n in factors:
+            u = math.log(factors[n])
+            at = "lower" if u <= low[names.index(n)] + 1e-6 else \
+                "upper" if u >= high[names.index(n)] - 1e-6 else ""
         outcome.append(Fitted(n, before, after, factors.get(n, 1.0), n not in why,
-                              why.get(n, "")))
+                              why.get(n, ""), at))
     final = fitted.times(fitted_u) if free else model.times(u0)
-    return Calibration(tuple(outcome), nccl, _errors(cases, model.times(u0), final), iterations)
+    residual = np.log(final) - model.measured
+    return (Calibration(tuple(outcome), nccl, _errors(cases, model.times(u0), final),
+                        iterations), float(residual @ residual))
 
 
 def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
-                         jacobian: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+                         jacobian: np.ndarray | None = None,
+                         max_iterations: int = MAX_ITERATIONS) -> tuple[np.ndarray, int]:
     """Damped Gauss-Newton within bounds. The Jacobian is computed once by differences and
     then kept up to date by Broyden's rank-one updates (each simulation of every point costs
     the same as one column); it is recomputed only when a step fails to lower the cost."""
@@ -180,7 +248,7 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
     fresh = jacobian is None
     if jacobian is None:
         jacobian = model.jacobian(u, low, high)
-    for iterations in range(1, MAX_ITERATIONS + 1):  # noqa: B007 (returned)
+    for iterations in range(1, max_iterations + 1):  # noqa: B007 (returned)
         gradient = jacobian.T @ r
         normal = jacobian.T @ jacobian
         improved = False

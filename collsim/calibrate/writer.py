@@ -58,15 +58,22 @@ def _comment(preset: str, calibration: Calibration, cases: Sequence[Case],
                    "using this file.")
     fitted = [f for f in calibration.figures if f.determined]
     kept = [f for f in calibration.figures if not f.determined]
-    out.append("# Fitted (least squares on log time, bounded to physical ranges; latency.* are "
-               "scales on NCCL's per-step latencies; "
+    out.append("# Fitted (least squares on log time, bounded to physical ranges; latency.* scale "
+               "NCCL's per-step latencies, efficiency.* are a protocol's share of the bandwidth; "
                "docs/calibration.md):" if fitted else "# No figure is determined by these logs.")
-    out += [f"#   {f.name:<18} {_show(f, f.preset)} -> {_show(f, f.value)}" for f in fitted]
+    out += [f"#   {f.name:<18} {BY_NAME[f.name].what}: {_show(f, f.preset)} -> "
+            f"{_show(f, f.value)}{_bound(f)}" for f in fitted]
     if kept:
         out.append("# Not determined by these logs, kept as the preset has them:")
         out += [f"#   {f.name:<18} {f.why}" for f in kept]
     out.append("# Every other figure, and its source, as in the preset.")
     return out
+
+
+def _bound(figure: Fitted) -> str:
+    """A fit that ended at a bound says so: the logs ask for more than the range allows, or
+    (a bandwidth that stops binding) say only that it is at least that far."""
+    return f" (at its {figure.bound} bound)" if figure.bound else ""
 
 
 def _show(figure: Fitted, value: float | None) -> str:
@@ -96,15 +103,20 @@ def _nccl_block(calibration: Calibration) -> list[str]:
            f"  sharp: {str(figures.sharp).lower()}"]
     if figures.nic_path is not None:
         out.append(f"  nic_path: {figures.nic_path}")
+    if figures.pick_scale is not None:
+        out.append(f"  pick_scale: {figures.pick_scale:g}{note('pick_scale')}")
     reachable = [c for c in LINK_CLASSES if c in figures.reachable]
-    if reachable:
+    if reachable or figures.nvls_reachable is not None:
         out.append("  reachable:")
         out += [f"    {c}: {_bandwidth(figures.reachable[c], figures.line.get(c))}"
                 f"{note('reachable.' + c)}" for c in reachable]
+    if figures.nvls_reachable is not None:
+        out.append(f"    nvls: {_bandwidth(figures.nvls_reachable, figures.line.get('nvlink'))}"
+                   f"{note('reachable.nvls')}")
     protocols = _protocols(figures)
     if protocols:
-        scaled = sorted(n for n in fitted if n.startswith("latency."))
-        why = (f"  # latencies: NCCL's x the fitted {', '.join(scaled)}" if scaled else "")
+        scaled = sorted(n for n in fitted if n.startswith(("latency.", "efficiency.")))
+        why = (f"  # NCCL's figures x the fitted {', '.join(scaled)}" if scaled else "")
         out.append("  protocols:" + why)
         out += protocols
     return out
@@ -139,6 +151,8 @@ def _fields(override: ProtocolOverride) -> list[tuple[str, str]]:
         value = getattr(override, key)
         if value is not None:
             out.append((key, _bandwidth(value, None)))
+    if override.efficiency is not None:
+        out.append(("efficiency", f"{override.efficiency:.6g}"))
     return out
 
 

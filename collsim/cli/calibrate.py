@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from collsim.calibrate.fit import calibrate
+from collsim.calibrate.fit import PICK_SCALES, calibrate
 from collsim.calibrate.writer import calibrated_yaml
 from collsim.cli.measured import cases_from_args
 from collsim.errors import InputError
@@ -19,7 +19,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "calibrate", help="fit a preset's NCCL figures to nccl-tests logs; write a topology",
         description="Fit a preset's declared NCCL figures (launch cost, per-protocol latency "
-                    "scales, network per-message overhead, reachable bandwidth per link class) "
+                    "scales, network per-message overhead, reachable bandwidth per link class "
+                    "and NVLS's, the LL/LL128 share of it, the sizes where NCCL switches) "
                     "to measured nccl-tests logs by least squares on the log of the time per "
                     "call, within physical bounds, and write a topology file that estimate, "
                     "run and scenarios accept. Figures the logs cannot determine keep the "
@@ -37,6 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="auto (default) or the NCCL algorithm the logs forced")
     parser.add_argument("--protocol", help="LL, LL128 or Simple, if the logs forced one")
     parser.add_argument("--collective", help="the collective, where a log does not say")
+    parser.add_argument("--fixed-picks", action="store_true",
+                        help="keep the sizes where NCCL's model switches algorithm or protocol "
+                             "(skips the search for pick_scale, one fit per candidate)")
     parser.set_defaults(func=run)
 
 
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
            for case in cases):
         raise InputError(f"topology '{preset}' declares no NCCL figures to fit (no 'nccl' "
                          "section); start from a shipped preset", key="--topology")
-    calibration = calibrate(cases)
+    calibration = calibrate(cases, pick_scales=() if args.fixed_picks else PICK_SCALES)
     name = args.name or out.stem
     text = calibrated_yaml(read_text(preset, "topology"), preset.stem, name, calibration, cases,
                            args.overrides)

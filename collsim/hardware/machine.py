@@ -37,12 +37,15 @@ class Gpu:
 class ProtocolOverride:
     """One entry of ``nccl.protocols``: figures that replace NCCL's defaults for a protocol
     (in every algorithm family, or in one). Latencies are seconds per step by link class;
-    caps are payload bytes/s; None keeps NCCL's figure."""
+    caps are payload bytes/s; ``efficiency`` (0 < e <= 2) is the share of NCCL's caps the
+    protocol reaches and, up to 1, of the links' reach (its flag and polling overhead beyond
+    the wire format); None keeps NCCL's figure (1 for ``efficiency``)."""
 
     latency: Mapping[str, float] = field(default_factory=dict)
     base: float | None = None
     channel_cap: float | None = None
     gpu_cap: float | None = None
+    efficiency: float | None = None
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,12 @@ class NcclFigures:
 
     ``line`` holds the reference line rate (B/s) of each class the machine has, ``reachable``
     what NCCL reaches there (B/s; a class not declared reaches its line rate).
+    ``nvls_reachable`` is the NVLink bandwidth (B/s per GPU per direction) NVLS reaches through
+    the NVSwitch's reduce and multicast; None: NCCL's ``nvlsEfficiency`` x the NVLink reach.
     ``overrides`` is keyed by (protocol, family), family None for every family.
     ``net_latency`` (seconds) is the latency the network plugin reports to NCCL
     (``ncclNetProperties.latency``), which NCCL adds to its network step latency.
+    ``pick_scale``: NCCL's choice is made as for this multiple of a call's size (None: 1).
     """
 
     launch: float
@@ -65,6 +71,8 @@ class NcclFigures:
     line: Mapping[str, float] = field(default_factory=dict)
     reachable: Mapping[str, float] = field(default_factory=dict)
     overrides: Mapping[tuple[str, str | None], ProtocolOverride] = field(default_factory=dict)
+    nvls_reachable: float | None = None
+    pick_scale: float | None = None
 
     def reached(self, link_class: str) -> float | None:
         """Bytes/s NCCL reaches on the class's reference link; None if the machine has none."""

@@ -52,6 +52,7 @@ def nccl_system(topology: Topology, gpus: Sequence[int] | None = None,
         "cpu": figures.cpu,
         "nvls": figures.nvls,
         "sharp": figures.sharp,
+        "pick_scale": figures.pick_scale or 1.0,
     }
     if spec.kind == "nvswitch":
         system["nvlink_links"] = nvlinks_per_gpu(topology)

@@ -71,6 +71,7 @@ def choose(system: NcclSystem, collective: str, size: int, *,
     """
     m = model(system)
     size = int(size)
+    judged = size if system.pick_scale == 1.0 else max(1, round(size * system.pick_scale))
     candidates: list[Candidate] = []
     refused: list[Refusal] = []
     for algorithm in ALGORITHMS:
@@ -80,20 +81,24 @@ def choose(system: NcclSystem, collective: str, size: int, *,
                 reason = "not among the requested algorithms (NCCL_ALGO)"
             if reason is None and protocols is not None and protocol not in protocols:
                 reason = "not among the requested protocols (NCCL_PROTO)"
-            terms = None if reason else call_terms(m, collective, algorithm, protocol, size)
+            terms = None if reason else call_terms(m, collective, algorithm, protocol, judged)
             if terms is None:
                 refused.append(Refusal(algorithm, protocol,
                                        reason or "no bandwidth in NCCL's model"))
                 continue
             latency, bandwidth = terms
-            time = (latency + size / (1000.0 * bandwidth)) * 1e-6
+            time = (latency + judged / (1000.0 * bandwidth)) * 1e-6
             candidates.append(Candidate(algorithm, protocol, time, latency * 1e-6, bandwidth))
     best = fastest(candidates)
     if best is None:
         return None
     channel_count, threads = channels(m, collective, best.algorithm, best.protocol, size)
+    time = best.time
+    if judged != size:  # the model's time of the pick at the call's own size
+        terms = call_terms(m, collective, best.algorithm, best.protocol, size)
+        time = time if terms is None else (terms[0] + size / (1000.0 * terms[1])) * 1e-6
     return Choice(collective, size, best.algorithm, best.protocol, channel_count, threads,
-                  best.time, tuple(candidates), tuple(refused))
+                  time, tuple(candidates), tuple(refused))
 
 
 def fastest(candidates: Collection[Candidate]) -> Candidate | None:

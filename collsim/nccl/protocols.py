@@ -27,13 +27,15 @@ What goes in (physical, or NCCL's measured engine limits):
 - ``wire_ratio``: LL sends 8 data bytes per 16-byte line (2.0), LL128 120 per 128 (128/120),
   Simple 1.0.
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
-  line rate); under NVLS x NCCL's ``nvlsEfficiency`` on NVLink (0.85 Hopper, 0.74 Blackwell: the
-  NVSwitch's reduce and multicast do not reach the NVLink rate).
+  line rate); under NVLS on NVLink the machine's ``reachable.nvls``, by default NCCL's
+  ``nvlsEfficiency`` x the NVLink reach (0.85 Hopper, 0.74 Blackwell: the NVSwitch's reduce
+  and multicast do not reach the NVLink rate); x the protocol's declared ``efficiency`` (at
+  most 1 on the links).
 - ``channel_cap`` (payload B/s one channel moves, per GPU) and ``gpu_cap`` (payload B/s a GPU
   moves over all channels): NCCL's per-architecture limits of one SM running a protocol
   (``perChMaxRingLL128Bw``, ``perChMaxTreeLL128Bw``, ``perChMaxTreeBw``, ``perChMaxNVLSTreeBw``)
   and LL's total (``llMaxBw``; across nodes the CPU's row), from NCCL's table column for the call's
-  node count (1, 2, more).
+  node count (1, 2, more); x the protocol's declared ``efficiency`` (above 1 on one node only).
 
 What stays out (NCCL's model fudge, kept in :mod:`collsim.nccl.tuning` only, where NCCL uses it
 to choose): LL128's 0.92 (the wire ratio is 0.9375), Tree LL's /3.8 and LL128's 7/9 on one node,
@@ -168,8 +170,18 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
     row, column = C.arch_row(arch), C.nodes_column(nodes)
     efficiency = {kind: figures.efficiency(c) for kind, c in CLASS_OF_KIND.items()}
     if family in ("nvls", "nvls_tree"):
-        efficiency["nvlink"] *= C.NVLS_EFFICIENCY[row]
+        efficiency["nvlink"] = nvls_efficiency(figures, row)
     channel_cap, gpu_cap = _caps(figures, row, column, nodes, family, protocol)
+    channel_cap = overridden("channel_cap", channel_cap)
+    gpu_cap = overridden("gpu_cap", gpu_cap)
+    share = overridden("efficiency", None)
+    if share is not None:  # a share of NCCL's caps; of the links, at most all they reach
+        efficiency = {kind: e * min(share, 1.0) for kind, e in efficiency.items()}
+        # above 1 only NCCL's one-node caps rise: across nodes its tables hold other figures
+        # (LL's is the CPU's row), which a one-node measurement says nothing about
+        raised = share if nodes == 1 else min(share, 1.0)
+        channel_cap = None if channel_cap is None else channel_cap * raised
+        gpu_cap = None if gpu_cap is None else gpu_cap * raised
     if family in TREE_FAMILIES:
         per_call = tree_hops_us(family, nodes, ppn, figure(intra_class) / US,
                                 figure("network") / US) * US
@@ -181,8 +193,16 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         family, protocol, figures.launch,
         overridden("base", C.BASE_LATENCY_US[family][p] * US),
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
-        overridden("channel_cap", channel_cap), overridden("gpu_cap", gpu_cap), nodes,
-        per_call, own)
+        channel_cap, gpu_cap, nodes, per_call, own)
+
+
+def nvls_efficiency(figures: NcclFigures, row: int) -> float:
+    """The share of NVLink's line rate NVLS reaches: the declared ``reachable.nvls``, else
+    NCCL's ``nvlsEfficiency`` of the architecture x the NVLink reach."""
+    line = figures.line.get("nvlink")
+    if figures.nvls_reachable is not None and line:
+        return figures.nvls_reachable / line
+    return figures.efficiency("nvlink") * C.NVLS_EFFICIENCY[row]
 
 
 def _caps(figures: NcclFigures, row: int, column: int, nodes: int, family: str,

@@ -64,7 +64,10 @@ def format_nccl(topology: Topology) -> str | None:
                                    system.ranks // system.nodes,
                                    "nvlink" if graphs.tree.over_nvlink else "pcie")
             lines.append(_protocol_line(costs, figures.line))
-    if "nvls" in families:
+    if "nvls" in families and figures.nvls_reachable is not None:
+        lines.append(f"  nvls: reaches {figures.nvls_reachable / 1e9:g} GB/s of NVLink (the "
+                     "file's reachable.nvls); NCCL's NVLink")
+    elif "nvls" in families:
         lines.append(f"  nvls: x{C.NVLS_EFFICIENCY[C.arch_row(gpu.arch)]:g} of NVLink's "
                      "reachable (the switch's reduce and multicast); NCCL's NVLink")
         lines.append("  latency is paid once a call, messages pay the links' own")

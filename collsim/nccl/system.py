@@ -86,6 +86,10 @@ class NcclSystem:
     """NCCL_NET_OVERHEAD in µs (NCCL takes ns); None: 1 µs, 2 µs on AMD CPUs."""
     nic_latency_us: float = 0.0
     """The NICs' ``latency`` attribute of NCCL's topology (graph latencyInter), normally 0."""
+    pick_scale: float = 1.0
+    """NCCL's choice of algorithm and protocol is made as for this multiple of the size: where a
+    machine's NCCL (its version, its tuning) switches at other sizes than the model says, as a
+    calibration measures it (``nccl.pick_scale``). 1: as the model says."""
 
     def __post_init__(self) -> None:
         problems = [
@@ -108,6 +112,7 @@ class NcclSystem:
             ("nvls_channels", self.nvls_channels is None or self.nvls_channels >= 1,
              "at least 1"),
             ("min_channels", self.min_channels is None or self.min_channels >= 1, "at least 1"),
+            ("pick_scale", self.pick_scale > 0, "positive"),
             ("max_channels", self.max_channels is None or self.max_channels >= 1, "at least 1"),
             ("net_overhead_us", self.net_overhead_us is None or self.net_overhead_us >= 0,
              "not negative"),

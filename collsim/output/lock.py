@@ -1,7 +1,9 @@
 """A lock on an output folder, so that two runs never write one table at once.
 
 It is an ``flock`` on a file in the folder: the kernel releases it when the holder's process
-ends, however it ends, so a lock left by a killed run never blocks ``--resume``."""
+ends, however it ends, so a lock left by a killed run never blocks ``--resume``. A holder that
+ends without an error removes the file (while still holding the lock), so a finished folder
+holds only the run's outputs."""
 
 from __future__ import annotations
 
@@ -50,5 +52,7 @@ class FolderLock:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         if self._fd is not None:
+            if kind is None:
+                self.path.unlink(missing_ok=True)  # before the release: no one holds it then
             os.close(self._fd)  # closing releases the lock
             self._fd = None

@@ -15,12 +15,18 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
         nvlink: 370.8GB/s       #   per GPU per direction
         pcie: 48GB/s            #   a GPU's PCIe link (the GPU-NIC path)
         network: 96%            #   a NIC's port
+        nvls: 380GB/s           #   optional: NVLS through the NVSwitch (default: NCCL's
+                                #   nvlsEfficiency x the NVLink reach)
+      pick_scale: 2             # optional: NCCL chooses algorithm and protocol as for twice
+                                # the size (a calibrated machine's switch points)
       protocols:                # optional overrides of NCCL's constants, per protocol ...
         LL128:
           latency: {nvlink: 1.9us, pcie: 2.5us, network: 4us}   # NCCL's hwLat, by class
           base: 14us            # per call
           channel_cap: 36.7GB/s # payload per channel
           gpu_cap: 141GB/s      # payload per GPU, all channels
+          efficiency: 90%       # share of NCCL's caps the protocol reaches (of the links'
+                                # reach: at most 100%); up to 200%
           ring: {base: 12us}    # ... or per algorithm family (wins over the protocol's)
 
 A file without ``nccl`` declares nothing and is simulated with the ideal cost model.
@@ -43,8 +49,12 @@ from collsim.yamlfile import Document, KeyPath
 SIMPLE_ONLY = ("collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 _BY_CLASS = {"type": "object", "properties": {c: QUANTITY for c in LINK_CLASSES},
              "additionalProperties": False}
+_SHARE = {"type": ["string", "number"]}
 _OVERRIDE = {"latency": _BY_CLASS, "base": QUANTITY, "channel_cap": QUANTITY,
-             "gpu_cap": QUANTITY}
+             "gpu_cap": QUANTITY, "efficiency": _SHARE}
+_REACHABLE = {"type": "object",
+              "properties": {**{c: QUANTITY for c in LINK_CLASSES}, "nvls": QUANTITY},
+              "additionalProperties": False}
 _FAMILY = {"type": "object", "properties": _OVERRIDE, "additionalProperties": False}
 _PROTOCOL = {"type": "object",
              "properties": {**_OVERRIDE, **{family: _FAMILY for family in ALGORITHMS}},
@@ -55,7 +65,7 @@ NCCL_SCHEMA = {
         "launch": QUANTITY, "cpu": {"enum": list(CPUS)}, "nvls": {"type": "boolean"},
         "sharp": {"type": "boolean"}, "nic_path": {"enum": list(NIC_PATHS)},
         "net_latency": QUANTITY,
-        "reachable": _BY_CLASS,
+        "reachable": _REACHABLE, "pick_scale": {"type": "number"},
         "protocols": {"type": "object", "properties": {p: _PROTOCOL for p in PROTOCOLS},
                       "additionalProperties": False},
     },
@@ -81,6 +91,8 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
     line = line_rates(spec)
     reachable = {c: _reachable(doc, ("nccl", "reachable", c), line.get(c), node)
                  for c in LINK_CLASSES if at(data, ("reachable", c)) is not None}
+    nvls = (_reachable(doc, ("nccl", "reachable", "nvls"), line.get("nvlink"), node, "nvlink")
+            if at(data, ("reachable", "nvls")) is not None else None)
     return Machine(gpu, NcclFigures(
         launch=quantity(doc, ("nccl", "launch"), parse_time),
         cpu=data["cpu"], nvls=bool(data.get("nvls", False)),
@@ -88,7 +100,20 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
         net_latency=(quantity(doc, ("nccl", "net_latency"), parse_time)
                      if data.get("net_latency") is not None else 0.0),
         line=line, reachable={c: r for c, r in reachable.items() if r is not None},
-        overrides=_overrides(doc)))
+        overrides=_overrides(doc), nvls_reachable=nvls, pick_scale=_pick_scale(doc)))
+
+
+PICK_SCALES = (1 / 16, 16)  # beyond these NCCL's model would not be describing the machine
+
+
+def _pick_scale(doc: Document) -> float | None:
+    value = at(doc.data, ("nccl", "pick_scale"))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not PICK_SCALES[0] <= float(value) <= PICK_SCALES[1]:
+        raise doc.error(("nccl", "pick_scale"), f"expected a factor on the size from 1/16 to "
+                        f"16, got {value!r}")
+    return float(value)
 
 
 def line_rates(spec: NodeSpec) -> dict[str, float]:
@@ -105,10 +130,11 @@ def line_rates(spec: NodeSpec) -> dict[str, float]:
     return line
 
 
-def _reachable(doc: Document, path: KeyPath, line: float | None, node: KeyPath
-               ) -> float | None:
+def _reachable(doc: Document, path: KeyPath, line: float | None, node: KeyPath,
+               link_class: str | None = None) -> float | None:
     """A class's reachable bandwidth: a bandwidth at most the line rate, or a percentage of
-    it (``96%``); None when the machine has no link of the class."""
+    it (``96%``); None when the machine has no link of the class (``link_class``, default
+    the key's own)."""
     value = at(doc.data, path)
     if isinstance(value, str) and value.strip().endswith("%"):
         try:
@@ -121,7 +147,8 @@ def _reachable(doc: Document, path: KeyPath, line: float | None, node: KeyPath
         return None if line is None else line * share / 100
     reached = quantity(doc, path, parse_bandwidth)
     if line is not None and reached > line * (1 + 1e-9):
-        where = ".".join(filter(None, (".".join(map(str, node)), _LINE_KEYS[path[-1]])))
+        key = _LINE_KEYS[link_class or path[-1]]
+        where = ".".join(filter(None, (".".join(map(str, node)), key)))
         raise doc.error(path, f"{reached / 1e9:g} GB/s is more than the line rate of "
                         f"{line / 1e9:g} GB/s ({where}): NCCL cannot reach more than the link "
                         "carries; lower it, or give a share of the line rate such as '80%'")
@@ -153,4 +180,22 @@ def _override(doc: Document, path: KeyPath) -> ProtocolOverride:
                for c in LINK_CLASSES if at(data, ("latency", c)) is not None}
     return ProtocolOverride(latency, optional("base", parse_time),
                             optional("channel_cap", parse_bandwidth),
-                            optional("gpu_cap", parse_bandwidth))
+                            optional("gpu_cap", parse_bandwidth),
+                            _share(doc, path + ("efficiency",)) if "efficiency" in data else None)
+
+
+MAX_SHARE = 2.0  # a protocol's caps may be twice NCCL's estimate; its links never exceed 1
+
+
+def _share(doc: Document, path: KeyPath) -> float:
+    """A share above 0 and at most ``MAX_SHARE``: ``90%`` or ``0.9``."""
+    value = at(doc.data, path)
+    text = str(value).strip()
+    try:
+        share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        share = math.nan
+    if isinstance(value, bool) or not 0 < share <= MAX_SHARE:
+        raise doc.error(path, f"expected a share above 0 and at most {MAX_SHARE:.0%} (such as "
+                        f"'90%' or 0.9; above 100% only NCCL's caps rise), got {value!r}")
+    return share

@@ -1,0 +1,113 @@
+"""The calibration figures that stand for one mechanism each (collsim/calibrate/figures.py):
+NCCL's choice made as for a multiple of the size (``nccl.pick_scale``), recovered from logs
+that switch elsewhere than NCCL's model; the Jacobian columns skipped from the picks alone
+are the ones that are zero; a one-node fit moves no network figure."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collsim.calibrate.cases import case_from_run, repicked
+from collsim.calibrate.figures import FIGURES, apply
+from collsim.calibrate.fit import Model, calibrate, unseen
+from collsim.calibrate.predict import with_figures
+from collsim.calibrate.writer import calibrated_yaml
+from collsim.hardware.loader import load_topology, topology_from_text
+from collsim.nccl.choice import channels, choose
+from collsim.nccl.system import NcclSystem
+from collsim.nccl.tuning import model
+from collsim.nccltests import read_logs
+from tests.test_calibrate import DGX, _log, _rows
+from tests.test_machine_declarations import NODE
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=3, max_value=33), st.sampled_from([0.25, 0.5, 2.0, 4.0]),
+       st.sampled_from(["allreduce", "allgather", "reducescatter"]),
+       st.sampled_from([(1, 8), (2, 8), (4, 8), (2, 1)]))
+def test_pick_scale_chooses_as_for_a_multiple_of_the_size(log2, scale, collective, shape):
+    nodes, per_node = shape
+    plain = NcclSystem(arch=90, nodes=nodes, gpus_per_node=per_node, nvlink_links=18,
+                       nics_per_node=8 if nodes > 1 else 0,
+                       nic_bandwidth=50.0 if nodes > 1 else 0.0, nvls=True)
+    scaled = dataclasses.replace(plain, pick_scale=scale)
+    size = 2**log2
+    picked = choose(scaled, collective, size)
+    judged = choose(plain, collective, round(size * scale))
+    assert (picked.algorithm, picked.protocol) == (judged.algorithm, judged.protocol)
+    assert (picked.channels, picked.threads) == channels(
+        model(plain), collective, picked.algorithm, picked.protocol, size)
+    assert picked.size == size
+
+
+def test_pick_scale_is_read_and_refused_outside_its_range():
+    assert topology_from_text(NODE, {"nccl.pick_scale": 2}).machine.nccl.pick_scale == 2.0
+    assert topology_from_text(NODE).machine.nccl.pick_scale is None
+    for bad in (0, 20, "twice", True):
+        with pytest.raises(Exception, match="nccl.pick_scale|pick_scale") as info:
+            topology_from_text(NODE, {"nccl.pick_scale": bad})
+        assert getattr(info.value, "key", "nccl.pick_scale") == "nccl.pick_scale"
+
+
+def test_a_calibration_finds_where_nccl_switches_and_writes_it(tmp_path):
+    preset = load_topology(DGX)
+    truth = dataclasses.replace(apply(preset.machine.nccl, {"launch": 1.3}), pick_scale=4.0)
+    machine = with_figures(preset, truth)
+    noise = np.random.default_rng(7)
+    sizes = [2**k for k in range(10, 27)]  # 1 KiB .. 64 MiB: LL, LL128, Simple, NVLS
+    log = tmp_path / "switching.txt"
+    log.write_text(_log([_rows(machine, "allreduce", 8, sizes, noise),
+                         _rows(machine, "allreduce", 4, sizes, noise)]))
+    cases = [case_from_run(run, DGX) for run in read_logs(log)]
+    assert any(repicked(c, 4.0).picks != c.picks for c in cases)
+    result = calibrate(cases, names=["launch", "latency.LL", "reachable.nvlink"])
+    fitted = {f.name: f for f in result.figures}
+    assert fitted["pick_scale"].determined and fitted["pick_scale"].value == 4.0
+    assert fitted["launch"].factor == pytest.approx(1.3, rel=0.05)
+    assert all(e.after_median < 0.02 for e in result.errors)
+    assert max(e.before_p90 for e in result.errors) > 0.1  # the model's switch sizes miss
+    out = tmp_path / "cal.yaml"
+    out.write_text(calibrated_yaml(DGX.read_text(), "dgx-h100", "cal", result, cases))
+    assert "pick_scale: 4  # fitted" in out.read_text()
+    written = load_topology(out)
+    assert written.machine.nccl.pick_scale == 4.0
+    assert [p.protocol for p in case_from_run(read_logs(log)[0], out).picks] == \
+        [p.protocol for p in repicked(cases[0], 4.0).picks]
+
+
+def test_no_switch_in_the_logs_leaves_pick_scale_undetermined():
+    preset = load_topology(DGX)
+    rows = _rows(preset, "allreduce", 8, [2**k for k in range(28, 31)])  # NVLS throughout
+    from collsim.nccltests import run_from_results
+    run = run_from_results(rows, topology="dgx-h100", gpu_name="NVIDIA H100 80GB HBM3",
+                           gpus_per_node=8)
+    case = case_from_run(run, DGX)
+    result = calibrate([case], names=["launch"])
+    pick = next(f for f in result.figures if f.name == "pick_scale")
+    assert not pick.determined and "near a switch" in pick.why
+    assert result.nccl.pick_scale is None
+
+
+def test_the_columns_skipped_from_the_picks_are_the_zero_ones():
+    preset = load_topology(DGX)
+    rows = _rows(preset, "allreduce", 8, [4**k for k in range(4, 11)])  # ring, no NVLS
+    from collsim.nccltests import run_from_results
+    run = run_from_results(rows, topology="dgx-h100", gpu_name="NVIDIA H100 80GB HBM3",
+                           gpus_per_node=8)
+    case = case_from_run(run, DGX)
+    names = [f.name for f in FIGURES if f.kind != "pick"]
+    skipped = unseen([case], names)
+    assert {names[j] for j in skipped} >= {"latency.network", "reachable.network",
+                                             "reachable.nvls"}
+    m = Model([case], names)
+    wide = np.full(len(names), 3.0)
+    jacobian = m.jacobian(np.zeros(len(names)), -wide, wide)
+    for j in skipped:
+        assert np.abs(jacobian[:, j]).max() < 1e-9, names[j]
+    assert any(np.abs(jacobian[:, j]).max() > 0.05 for j in range(len(names))
+               if j not in skipped)
