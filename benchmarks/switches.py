@@ -2,7 +2,7 @@
 under the ideal cost model, transfers and wall seconds of one 1 GiB allreduce per algorithm,
 against NCCL's ring and tree at the same channel count.
 
-    python benchmarks/switches.py [--nodes 2 16] [--size 1GiB] [--channels 16]
+    python benchmarks/switches.py [--nodes 2 4] [--size 1GiB] [--channels 16]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ ALGORITHMS = ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "nccl_tree
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, nargs="+", default=[2, 16])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--size", default="1GiB")
     parser.add_argument("--channels", type=int, default=16)
     parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS))
