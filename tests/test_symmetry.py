@@ -246,3 +246,24 @@ def test_a_route_that_breaks_the_symmetry_mid_run_falls_back():
     assert quick.path == "full" and "bandwidth" in quick.fallback
     full = TimingEngine(topology, gpus, job, algorithm.program, lockstep=False).run()
     assert quick.finish == full.finish
+
+
+@pytest.mark.parametrize("late", [0.0, 3e-6])
+def test_stragglers_run_every_rank(late):
+    """A call whose ranks start at their own times (``--skew``/``--late``) is not a shift of
+    itself, so it runs every rank: with no delay it takes what the symmetric path takes; with
+    one late rank it takes longer by at most the delay, which replicating a representative
+    would hide."""
+    from collsim.recorded import draw_offsets, record_call
+    from collsim.simulate import simulate
+
+    topology = switch("s16", 16, LATENCY, BANDWIDTH)
+    alone = simulate(topology, "allreduce", "direct", 16, 16 * 2**20)
+    assert alone.path == "symmetric"
+    offsets = draw_offsets(16, late=[(5, late)])
+    skewed = record_call(topology, "allreduce", "direct", 16, 16 * 2**20, offsets=offsets,
+                         record=False)
+    if late == 0:
+        assert skewed.time_s == pytest.approx(alone.time_s, rel=1e-9)
+    else:
+        assert alone.time_s < skewed.time_s <= alone.time_s + late + 1e-12
