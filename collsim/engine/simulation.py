@@ -184,6 +184,10 @@ class Call:
         self.capped = self.channel_cap is not None or self.gpu_cap is not None
         self._routes: dict[tuple[int, int, int], Route] = {}
         self._virtual: dict[tuple[int, int], Channel] = {}
+        # Peers a rank may name, and, when only representatives of orbits run, how their
+        # sends and receives meet (collsim.engine.symmetry.OrbitKeys); None: rank to rank.
+        self._peer_bound = self.nranks
+        self._orbits = None
 
     def _rank_states(self, topology: Topology, gpus: Sequence[int]) -> list[RankState]:
         """The states of the ranks this call runs: every GPU rank, then the helper ranks."""
@@ -275,9 +279,10 @@ class Call:
             return
         self._resuming = True
         ready = self._ready
-        fabric, nranks, itemsize, capped = self.fabric, self.nranks, self.itemsize, self.capped
+        fabric, nranks, itemsize, capped = self.fabric, self._peer_bound, self.itemsize, self.capped
         transfer, delivered = fabric.transfer, self._delivered
         meet_send, meet_recv = self._rendezvous.send, self._rendezvous.recv
+        orbits = self._orbits
         moved = 0
         while ready:
             state = ready.popleft()
@@ -308,13 +313,17 @@ class Call:
                     # Once both sides are posted the bytes move; the send and the receive
                     # complete on delivery.
                     if kind is Send:
-                        partner = meet_send((rank, peer, op.tag), (state, op))
+                        key = (rank, peer, op.tag) if orbits is None else \
+                            orbits.send_key(rank, peer, op.tag)
+                        partner = meet_send(key, (state, op))
                         if partner is None:
                             continue
                         sender, send = state, op
                         receiver, recv = partner
                     else:
-                        partner = meet_recv((peer, rank, op.tag), (state, op))
+                        key = (peer, rank, op.tag) if orbits is None else \
+                            orbits.recv_key(peer, rank, op.tag)
+                        partner = meet_recv(key, (state, op))
                         if partner is None:
                             continue
                         sender, send = partner
@@ -322,12 +331,14 @@ class Call:
                     if send.count != recv.count:
                         raise bad_count(sender.rank, receiver.rank, recv, send.count)
                     moved += 1
+                    target = receiver.gpu if orbits is None else \
+                        orbits.target(receiver.rank, key)
                     if capped:
-                        transfer(sender.gpu, receiver.gpu, send.count * itemsize, delivered,
+                        transfer(sender.gpu, target, send.count * itemsize, delivered,
                                  (sender, receiver, recv),
-                                 self._capped_route(sender.gpu, receiver.gpu, send.lane))
+                                 self._capped_route(sender.gpu, target, send.lane))
                     else:
-                        transfer(sender.gpu, receiver.gpu, send.count * itemsize, delivered,
+                        transfer(sender.gpu, target, send.count * itemsize, delivered,
                                  (sender, receiver, recv))
                 if batch:
                     fabric.release()

@@ -36,7 +36,6 @@ from collsim.engine.costs import CostModel
 from collsim.engine.fabric import Fabric
 from collsim.engine.maxmin import Channel
 from collsim.engine.policy import FabricPolicy
-from collsim.engine.rendezvous import bad_count, bad_peer
 from collsim.engine.simulation import Call, RankState, Simulation
 from collsim.hardware.topology import Topology
 from collsim.program import Copy, Job, Parallel, ProgramFactory, Recv, Send
@@ -179,6 +178,29 @@ def choose_shift(topology: Topology, fabric: Fabric, gpus: Sequence[int], job: J
     return None, why
 
 
+class OrbitKeys:
+    """How a representative's send and receive meet across orbits: rank a's send to
+    ``q0 + k·s`` and representative q0's receive from ``a - k·s`` are both keyed
+    ``(a, q0, tag, k)``, and the bytes go to the GPU of ``q0 + k·s`` (module docstring)."""
+
+    __slots__ = ("step", "order", "gpus")
+
+    def __init__(self, step: int, order: int, gpus: Sequence[int]) -> None:
+        self.step, self.order, self.gpus = step, order, gpus
+
+    def send_key(self, rank: int, peer: int, tag: int) -> tuple[int, int, int, int]:
+        k, orbit = divmod(peer, self.step)
+        return rank, orbit, tag, k
+
+    def recv_key(self, peer: int, rank: int, tag: int) -> tuple[int, int, int, int]:
+        k, orbit = divmod(peer, self.step)
+        return orbit, rank, tag, -k % self.order
+
+    def target(self, receiver: int, key: tuple[int, int, int, int]) -> int:
+        """The GPU of the image of representative ``receiver`` that the bytes go to."""
+        return self.gpus[receiver + key[3] * self.step]
+
+
 class SymmetricCall(Call):
     """A call of one representative per orbit (ranks ``0..s-1``); the other ranks' times
     are their representatives'."""
@@ -187,6 +209,8 @@ class SymmetricCall(Call):
                  programs: ProgramFactory, shift: Shift) -> None:
         self.shift = shift
         super().__init__(simulation, job, gpus, programs, None)
+        self._peer_bound = job.nranks
+        self._orbits = OrbitKeys(shift.shift, shift.order, shift.gpus)
 
     def _rank_states(self, topology: Topology, gpus: Sequence[int]) -> list[RankState]:
         job, gamma = self.job, topology.gamma
@@ -196,79 +220,6 @@ class SymmetricCall(Call):
     def _finish_times(self) -> list[float]:
         step, reps = self.shift.shift, self.ranks
         return [reps[r % step].finished_at for r in range(self.job.nranks)]
-
-    def _resume_ready(self) -> None:
-        """Call's loop, with sends and receives matched across orbits (module docstring)."""
-        if self._resuming:
-            return
-        self._resuming = True
-        ready = self._ready
-        fabric, itemsize, capped = self.fabric, self.itemsize, self.capped
-        p, step, m, gpus = self.job.nranks, self.shift.shift, self.shift.order, self.shift.gpus
-        transfer, delivered = fabric.transfer, self._delivered
-        meet_send, meet_recv = self._rendezvous.send, self._rendezvous.recv
-        moved = 0
-        while ready:
-            state = ready.popleft()
-            rank = state.rank
-            for step_ in state.program:
-                kind = type(step_)
-                if kind is Parallel:
-                    self._fork(state, step_)
-                    if state.pending:
-                        break
-                    continue
-                state.posting = True
-                ops = step_ if kind is tuple or kind is list else (step_,)
-                batch = len(ops) > 2
-                if batch:
-                    fabric.holding = True
-                for op in ops:
-                    kind = type(op)
-                    if kind is not Send and kind is not Recv:
-                        self._post_local(state, op)
-                        continue
-                    peer = op.peer
-                    if peer == rank or not 0 <= peer < p:
-                        raise bad_peer(rank, op)
-                    state.pending += 1
-                    k, orbit = divmod(peer, step)
-                    if kind is Send:
-                        key = (rank, orbit, op.tag, k)
-                        partner = meet_send(key, (state, op))
-                        if partner is None:
-                            continue
-                        sender, send = state, op
-                        receiver, recv = partner
-                    else:
-                        key = (orbit, rank, op.tag, -k % m)
-                        partner = meet_recv(key, (state, op))
-                        if partner is None:
-                            continue
-                        sender, send = partner
-                        receiver, recv = state, op
-                    if send.count != recv.count:
-                        raise bad_count(sender.rank, receiver.rank, recv, send.count)
-                    moved += 1
-                    target = gpus[receiver.rank + key[3] * step]
-                    if capped:
-                        transfer(sender.gpu, target, send.count * itemsize, delivered,
-                                 (sender, receiver, recv),
-                                 self._capped_route(sender.gpu, target, send.lane))
-                    else:
-                        transfer(sender.gpu, target, send.count * itemsize, delivered,
-                                 (sender, receiver, recv))
-                if batch:
-                    fabric.release()
-                state.posting = False
-                if state.pending:
-                    break
-            else:
-                self.transfers += moved
-                moved = 0
-                self._thread_done(state)
-        self.transfers += moved
-        self._resuming = False
 
 
 def symmetric_call(topology: Topology, gpus: Sequence[int], job: Job,
