@@ -8,7 +8,7 @@ from pathlib import Path
 
 from collsim.calibrate.fit import PICK_SCALES, calibrate
 from collsim.calibrate.writer import calibrated_yaml
-from collsim.cli.measured import cases_from_args
+from collsim.cli.measured import add_case_arguments, cases_from_args
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology
 from collsim.output.files import replace_text
@@ -32,12 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, metavar="FILE.yaml",
                         help="the calibrated topology file to write")
     parser.add_argument("--name", help="the topology's name (default: the file's stem)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a preset key (NIC count, ...)")
-    parser.add_argument("--algorithm", "-a", default="auto",
-                        help="auto (default) or the NCCL algorithm the logs forced")
-    parser.add_argument("--protocol", help="LL, LL128 or Simple, if the logs forced one")
-    parser.add_argument("--collective", help="the collective, where a log does not say")
+    add_case_arguments(parser)
     parser.add_argument("--fixed-picks", action="store_true",
                         help="keep the sizes where NCCL's model switches algorithm or protocol "
                              "(skips the search for pick_scale, one fit per candidate)")

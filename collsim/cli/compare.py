@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from collsim.cli.measured import add_case_arguments
 from collsim.cli.plot import warn
 from collsim.errors import InputError
 from collsim.output.compare import compare
@@ -49,12 +50,7 @@ def add_measured_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an nccl-tests log (repeatable; several runs per file are fine)")
     parser.add_argument("--topology", "-t", metavar="FILE",
                         help="topology (file or shipped name) to simulate the log's calls on")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a topology key")
-    parser.add_argument("--algorithm", "-a", default="auto",
-                        help="auto (NCCL's pick, default) or an NCCL algorithm the log forced")
-    parser.add_argument("--protocol", help="LL, LL128 or Simple, if the log forced one")
-    parser.add_argument("--collective", help="the collective, where the log does not say")
+    add_case_arguments(parser)
     parser.add_argument("--plot", metavar="FILE.png",
                         help="draw measured and simulated busbw against size")
 

@@ -21,6 +21,17 @@ from collsim.units import format_size, format_time
 MIN_SIZE = 2**20  # the summary's second line: sizes of 1 MiB and more
 
 
+def add_case_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options :func:`cases_from_args` reads besides the logs and the topology: what to
+    override in the topology and what the logs forced NCCL to run."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a topology key (NIC count, ...)")
+    parser.add_argument("--algorithm", "-a", default="auto",
+                        help="auto (NCCL's pick, default) or the NCCL algorithm the logs forced")
+    parser.add_argument("--protocol", help="LL, LL128 or Simple, if the logs forced one")
+    parser.add_argument("--collective", help="the collective, where a log does not say")
+
+
 def cases_from_args(args: argparse.Namespace) -> tuple[Path, list]:
     """The topology path and one Case per run of every ``--measured`` log."""
     if not args.topology:
