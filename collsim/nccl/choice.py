@@ -87,8 +87,8 @@ def choose(system: NcclSystem, collective: str, size: int, *,
                                        reason or "no bandwidth in NCCL's model"))
                 continue
             latency, bandwidth = terms
-            time = (latency + judged / (1000.0 * bandwidth)) * 1e-6
-            candidates.append(Candidate(algorithm, protocol, time, latency * 1e-6, bandwidth))
+            candidates.append(Candidate(algorithm, protocol, _seconds(terms, judged),
+                                        latency * 1e-6, bandwidth))
     best = fastest(candidates)
     if best is None:
         return None
@@ -96,9 +96,15 @@ def choose(system: NcclSystem, collective: str, size: int, *,
     time = best.time
     if judged != size:  # the model's time of the pick at the call's own size
         terms = call_terms(m, collective, best.algorithm, best.protocol, size)
-        time = time if terms is None else (terms[0] + size / (1000.0 * terms[1])) * 1e-6
+        time = time if terms is None else _seconds(terms, size)
     return Choice(collective, size, best.algorithm, best.protocol, channel_count, threads,
                   time, tuple(candidates), tuple(refused))
+
+
+def _seconds(terms: tuple[float, float], size: int) -> float:
+    """NCCL's model time of ``size`` bytes from (latency µs, bandwidth GB/s)."""
+    latency, bandwidth = terms
+    return (latency + size / (1000.0 * bandwidth)) * 1e-6
 
 
 def fastest(candidates: Collection[Candidate]) -> Candidate | None:
