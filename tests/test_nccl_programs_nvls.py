@@ -1,6 +1,7 @@
 """NVLS (the NVSwitch reduces and multicasts): data against numpy for p = 1..40 on one node
 and on uneven nodes, closed forms on the ideal switch and on an NVSwitch node, a two-node
-allreduce through a SHARP switch by hand, and the machines NVLS refuses."""
+allreduce through a SHARP switch by hand, the bytes on a GPU's links, NCCL's chunk for the
+call's size, and the machines NVLS refuses."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import pytest
 
 from collsim.algorithms import REGISTRY
 from collsim.algorithms.nccl.nvls import nvls_allreduce_job, nvls_one_node_job
+from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.engine.costs import IDEAL
 from collsim.engine.data import check_algorithm
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.topology import fully_connected, switch
+from collsim.output.linkload import link_loads
 from collsim.program import Job
+from collsim.recorded import record_call
 from collsim.simulate import make_job, simulate
 from tests.test_nccl_algorithms import DTYPES, OPS, nodes_of
 
@@ -58,19 +62,24 @@ def test_closed_forms_on_the_ideal_switch_for_channels_and_chunk_caps(collective
     for p in (2, 5, 17):
         unit = 4 * 64 * p
         for channels in (1, 3):
-            # 0 bytes; a few chunks; more chunks than the cap of 64 (they grow instead).
-            for size in (0, 3 * channels * unit, 128 * 64 * channels * unit):
+            # 0 bytes; a few chunks; more chunks than the cap (64 for two hops, 192 for the
+            # allreduce's four: they grow instead), a multiple of both.
+            for size in (0, 3 * channels * unit, 128 * 192 * channels * unit):
                 result = simulate(machine, collective, "nvls", p, size,
                                   {"channels": channels, "chunk_size": unit})
                 assert result.time_s == pytest.approx(result.analytic_time_s, rel=1e-9)
 
 
 def test_the_allreduce_form_by_hand():
-    # 4 chunks of n/4: each goes up (L + c/B) while the previous comes down; 5 stage times.
+    # 4 chunks of c = n/4, slices s = c/8; steps j = 0..6 carry (up, down): (c, 0), (c, s),
+    # (c + s, s), (c + s, s + c), (s, s + c), (s, c), (0, c): each link's flows share it, so
+    # a step takes L + the larger side / B: 7 L + (4c + 3(c + s)) / B.
     machine = switch("ideal", 8, LATENCY, BANDWIDTH)
     n = 4 * 2**20
+    c, s = n / 4, n / 32
     result = simulate(machine, "allreduce", "nvls", 8, n, {"chunk_size": 2**20})
-    assert result.time_s == pytest.approx(5 * (LATENCY + n / 4 / BANDWIDTH), rel=1e-12)
+    assert result.time_s == pytest.approx(7 * LATENCY + (4 * c + 3 * (c + s)) / BANDWIDTH,
+                                          rel=1e-12)
 
 
 NODE = """
@@ -129,11 +138,56 @@ def test_machines_without_nvls_are_refused_with_the_key_to_set():
 
 
 def test_nvls_beats_the_ring_on_a_dgx_h100_at_large_sizes_under_ideal_costs():
-    # 256 MiB is 2048 chunks of 128 KiB, capped at 64: 65 stages of (0.5 us + n/64 at
-    # 450 GB/s); the ring's 14 steps move n/8 each.
+    # 192 MiB is 1536 chunks of 128 KiB, capped at 192 of c = 1 MiB: 195 steps of 0.5 us,
+    # four moving c and 191 moving c + c/8 at 450 GB/s; the ring's 14 steps move n/8 each.
     topology = load_topology("topologies/dgx-h100.yaml")
-    n = 2**28
+    n = 192 * 2**20
+    c = n / 192
     nvls = simulate(topology, "allreduce", "nvls", 8, n, {"channels": 1}, IDEAL).time_s
     ring = simulate(topology, "allreduce", "ring", 8, n, {"channels": 1}, IDEAL).time_s
-    assert nvls == pytest.approx(65 * (0.5e-6 + n / 64 / 450e9), rel=1e-9)
+    assert nvls == pytest.approx(195 * 0.5e-6 + (4 * c + 191 * (c + c / 8)) / 450e9, rel=1e-9)
     assert ring == pytest.approx(14 * (1e-6 + n / 8 / 450e9), rel=1e-9)
+
+
+def test_each_gpu_link_carries_the_load_and_the_store_as_well():
+    # multimem.ld_reduce returns slice g of every chunk's sum to GPU g, which stores it back:
+    # every GPU's link to the NVSwitch carries n + n/p each way, not n.
+    machine = topology_from_text(NODE)
+    n = 8 * 4 * 64 * 12
+    recorded = record_call(machine, "allreduce", "nvls", 8, n, {"chunk_size": 4 * 64 * 8})
+    loads = {load.link.name: load.bytes for load in link_loads(recorded.fabric)}
+    gpu_links = {name: b for name, b in loads.items() if "nvswitch" in name}
+    assert len(gpu_links) == 16
+    assert all(b == pytest.approx(n * (1 + 1 / 8)) for b in gpu_links.values()), gpu_links
+
+
+@pytest.mark.parametrize(("algorithm", "size", "channels", "heads", "nodes", "want"), [
+    # DGX H100: 16 channels x 8 heads = 128 ops; 128 KiB from 1 GiB (64 x 128 x 128 KiB) up.
+    ("nvls", 2**30, 16, 8, 1, 128 << 10),
+    ("nvls", 2**30 - 1, 16, 8, 1, 64 << 10),
+    ("nvls", 64 << 20, 16, 8, 1, 64 << 10),      # 8 x 128 x 64 KiB is 64 MiB: not below it
+    ("nvls", (64 << 20) - 1, 16, 8, 1, 32 << 10),
+    ("nvls", 8 << 20, 16, 8, 1, 32 << 10),        # 2 x 128 x 32 KiB = 8 MiB
+    ("nvls", 4 << 20, 16, 8, 1, 16 << 10),
+    ("nvls", 1 << 20, 16, 8, 1, 16 << 10),       # 16 KiB is the least
+    # NVLSTree: 128 KiB on 2 nodes at 1 GiB; from 4 nodes at most 64 KiB.
+    ("nvls_tree", 2**30, 16, 8, 2, 128 << 10),
+    ("nvls_tree", 2**30, 16, 8, 4, 64 << 10),
+    ("nvls_tree", (64 << 20) - 1, 16, 8, 2, 64 << 10),   # under 4 x 128 x 128 KiB
+    ("nvls_tree", (8 << 20) - 1, 16, 8, 4, 32 << 10),    # under 1 x 128 x 64 KiB
+    ("nvls_tree", 8 << 20, 16, 8, 4, 64 << 10),
+])
+def test_nccls_nvls_chunk_for_the_calls_size(algorithm, size, channels, heads, nodes, want):
+    assert nvls_chunk_bytes(algorithm, size, channels, heads, nodes) == want
+
+
+def test_auto_runs_nvls_with_nccls_chunk_and_a_given_one_wins():
+    topology = load_topology("topologies/dgx-h100.yaml")
+    job, _ = make_job(topology, REGISTRY["allreduce", "nvls"], 8, 4 << 20, {})
+    assert job.params["chunk_size"] == 16 << 10
+    job, _ = make_job(topology, REGISTRY["allreduce", "nvls"], 8, 4 << 20,
+                      {"chunk_size": 1 << 20})
+    assert job.params["chunk_size"] == 1 << 20
+    smaller = simulate(topology, "allreduce", "nvls", 8, 16 << 20).time_s
+    larger = simulate(topology, "allreduce", "nvls", 8, 16 << 20, {"chunk_size": 128 << 10})
+    assert smaller != larger.time_s

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collsim.algorithms.nccl.channels import LOOPED, ring_chunk_bytes
+from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
@@ -29,6 +30,7 @@ SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorith
 POINT_TO_POINT = {"alltoall": "nccl_p2p"}
 NCCL_PARAMS = ("protocol", "channels")
 TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL = "ring", "Simple"
+NVLS_FAMILIES = ("nvls", "nvls_tree")  # their chunk follows the call's size (nvls_chunk_bytes)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,11 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
         # NCCL's ring runs loops of one chunk per rank and channel, the chunk set by the
         # protocol (ring_chunk_bytes); a caller's cost model has no protocol: one loop.
         params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
+    if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
+        nodes = [topology.node_of[g] for g in gpus] if topology.node_of else [0] * len(gpus)
+        heads = max(nodes.count(n) for n in set(nodes)) if nodes else 1
+        params["chunk_size"] = nvls_chunk_bytes(algorithm, size, int(channels), heads,
+                                                len(set(nodes)))
     try:
         model = cost_model(topology, algorithm, protocol, gpus)
     except InputError as exc:  # a protocol the family does not run (NVLS: Simple only)

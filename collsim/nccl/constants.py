@@ -296,3 +296,9 @@ CHUNK_STEPS: dict[str, tuple[int, int]] = {
     "broadcast": (1, 1), "reduce": (1, 1),
 }
 NVLS_CHUNK_BYTES = 128 * 1024    # NCCL_NVLS_CHUNKSIZE default
+# How NCCL shrinks the NVLS chunk for smaller calls (enqueue.cc, ncclCalcCollChunking, 2.2x):
+# with ops = channels x NVLS heads, a call of fewer than factor x ops x chunk bytes takes the
+# smaller chunk, each rule applied to the chunk the previous one left, in order.
+NVLS_CHUNK_RULES: tuple[tuple[int, int], ...] = ((64, 64 * 1024), (8, 32 * 1024), (2, 16 * 1024))
+NVLS_TREE_CHUNK_RULES: tuple[tuple[int, int], ...] = ((4, 64 * 1024), (1, 32 * 1024))
+NVLS_TREE_MAX_CHUNK = (4, 64 * 1024)  # from 4 nodes on NVLSTree's chunk is at most 64 KiB

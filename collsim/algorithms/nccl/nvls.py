@@ -5,8 +5,12 @@ Every node's NVSwitch is a helper rank. Per channel NCCL moves chunks of 128 KiB
 (``NCCL_NVLS_CHUNKSIZE``); all channels carry equal pieces over the same links, so they run
 as one lane of weight ``channels``, cut into chunks of ``channels × chunk_size``.
 
-- **allreduce, one node**: each GPU sends chunk i to the switch while it receives chunk i-1
-  back; the switch combines the copies and multicasts the result to every GPU.
+- **allreduce, one node** (``multimem.ld_reduce`` then ``multimem.st``): each GPU sends
+  chunk i to the switch, which combines the copies and returns slice g of the sum to GPU g
+  (the GPU that loads it); GPU g stores the slice back and the switch multicasts the chunk
+  to every GPU. Every GPU's links carry n(1 + 1/p) each way. The four hops run as a
+  pipeline of steps: step j moves chunk j up, slice j-1 down, slice j-2 up and chunk j-3
+  down.
 - **allreduce across nodes** (NCCL pairs NVLS with CollNet there): each chunk is cut into one
   slice per head (slice h: the node's GPU ``h mod size``, in rank order); the switch sends
   the other GPUs' sum of slice h to its head, which combines it into its own, reduces it
@@ -17,9 +21,8 @@ as one lane of weight ``channels``, cut into chunks of ``channels × chunk_size`
   once and the switch multicasts it to the others; or each GPU sends every block up and the
   switch sends block b's sum to GPU b.
 
-Not modelled: NCCL's ``multimem.ld_reduce`` returning the reduced slice to the GPU that
-loads it before that GPU stores it to the multicast address (the switch multicasts directly,
-so each GPU's links carry n, not n(1 + 1/p), each way); NVLS's register-buffer paths.
+Not modelled: NVLS's register-buffer paths; the multicast of allgather reaching the GPU
+that stores the block as well.
 """
 
 from __future__ import annotations
@@ -75,12 +78,26 @@ def lane_chunks(job: Job, stages: int) -> list[tuple[int, int]]:
     return regions(0, job.count, k)
 
 
+ONE_NODE_STAGES = 4  # up, the loaded slice down, the stored slice up, the multicast down
+
+
 def one_node_cost(c: Cost) -> float:
-    """One node: (k + 1)·(α/2 + n/k·β), k chunks of channels × chunk_size (at most 64)."""
+    """One node: k + 3 steps, step j paying α/2 and the larger of the bytes up and down
+    (:func:`one_node_step_bytes`), k chunks of channels × chunk_size (at most 192)."""
     if c.p == 1:
         return 0.0
-    k = _cost_chunks(c, c.n)
-    return (k + 1) * (c.alpha / 2 + c.n / k * c.beta)
+    k = _cost_chunks(c, c.n, ONE_NODE_STAGES)
+    return sum(c.alpha / 2 + max(one_node_step_bytes(j, k, c.n / k, c.p)) * c.beta
+               for j in range(k + 3))
+
+
+def one_node_step_bytes(j: int, k: int, chunk: float, p: int) -> tuple[float, float]:
+    """Bytes (up, down) on each GPU's links in step j of k chunks: chunk j up and the stored
+    slice of chunk j-2; the loaded slice of chunk j-1 and the multicast of chunk j-3 down."""
+    piece = chunk / p
+    up = chunk * (j < k) + piece * (2 <= j <= k + 1)
+    down = piece * (1 <= j <= k) + chunk * (3 <= j <= k + 2)
+    return up, down
 
 
 def _cost_chunks(c: Cost, n: float, stages: int = 2) -> int:
@@ -100,16 +117,9 @@ def gpu_threads(switch: int, cs: list[tuple[int, int]]) -> list[Program]:
 
 def node_switch(job: Job, nodes: list[tuple[int, ...]], node: int,
                 cs: list[tuple[int, int]]) -> Program:
-    """Node ``node``'s NVSwitch: on one node it multicasts each chunk's sum; across nodes it
-    sends slice h of each chunk's sum to the slice's head and multicasts the global sums
-    the heads hand back."""
+    """Node ``node``'s NVSwitch across nodes: it sends slice h of each chunk's sum to the
+    slice's head and multicasts the global sums the heads hand back."""
     local = nodes[node]
-    pieces = [[(UP[i], *c)] for i, c in enumerate(cs)]
-    if len(nodes) == 1:
-        def multicast(i: int) -> list[Send]:
-            return [Send(g, DOWN[i], *cs[i]) for g in local]
-        yield from reducing_switch(local, pieces, job.count, multicast)
-        return
     m = heads_of(nodes)
     yield Parallel([_chunk_through(local, cs[i], i, m, job.count) for i in range(len(cs))])
 
@@ -181,10 +191,12 @@ def _allreduce(rank: int, job: Job) -> Program:
     if p == 1:
         return
     nodes = node_groups(job)
-    many = len(nodes) > 1
+    if len(nodes) == 1:
+        yield from one_node_allreduce(rank, job)
+        return
     m = heads_of(nodes)
-    cs = lane_chunks(job, 6 if many else 2)
-    plan = slice_plan(job, nodes, p + len(nodes)) if many else None
+    cs = lane_chunks(job, 6)
+    plan = slice_plan(job, nodes, p + len(nodes))
     if rank >= p + len(nodes):
         yield from slice_switch(job, plan, rank, cs, m)
         return
@@ -193,16 +205,53 @@ def _allreduce(rank: int, job: Job) -> Program:
         return
     node = next(k for k, ranks in enumerate(nodes) if rank in ranks)
     threads = gpu_threads(p + node, cs)
-    if plan is not None:
-        switch = p + node
-        for h in headed(rank, nodes[node], m):
-            net = plan.trees[h].parent(rank)
-            piece = [slices(c, m)[h] for c in cs]
-            threads += [relay_steps(piece, others_partial(switch, nodes[node], h, m),
-                                    [(net, NET_UP.part(h, m))], 0),
-                        relay_steps(piece, [(net, NET_DOWN.part(h, m), False)],
-                                    [(switch, RESULT.part(h, m))], 0)]
+    switch = p + node
+    for h in headed(rank, nodes[node], m):
+        net = plan.trees[h].parent(rank)
+        piece = [slices(c, m)[h] for c in cs]
+        threads += [relay_steps(piece, others_partial(switch, nodes[node], h, m),
+                                [(net, NET_UP.part(h, m))], 0),
+                    relay_steps(piece, [(net, NET_DOWN.part(h, m), False)],
+                                [(switch, RESULT.part(h, m))], 0)]
     yield Parallel(threads)
+
+
+def one_node_allreduce(rank: int, job: Job) -> Program:
+    """One node: GPU g loads slice g of each chunk's sum from the switch and stores it back
+    for the switch to multicast; every GPU and the switch (rank p) step together, step j
+    moving chunk j up, slice j-1 down, slice j-2 up and chunk j-3 down."""
+    p, width = job.nranks, job.count
+    cs = lane_chunks(job, ONE_NODE_STAGES)
+    k = len(cs)
+    piece = [slices(c, p) for c in cs]
+    for j in range(k + 3):
+        ops: list[Op] = []
+        if rank == p:
+            if j < k:
+                ops += [Recv(g, UP[j], g * width + cs[j][0], cs[j][1], buf="tmp")
+                        for g in range(p)]
+            if 1 <= j <= k:
+                ops += [Send(g, PARTIAL[j - 1], *piece[j - 1][g]) for g in range(p)]
+            if 2 <= j <= k + 1:
+                ops += [Recv(g, RESULT[j - 2], *piece[j - 2][g]) for g in range(p)]
+            if j >= 3:
+                ops += [Send(g, DOWN[j - 3], *cs[j - 3]) for g in range(p)]
+        else:
+            if j < k:
+                ops.append(Send(p, UP[j], *cs[j]))
+            if 1 <= j <= k:
+                ops.append(Recv(p, PARTIAL[j - 1], *piece[j - 1][rank]))
+            if 2 <= j <= k + 1:
+                ops.append(Send(p, RESULT[j - 2], *piece[j - 2][rank]))
+            if j >= 3:
+                ops.append(Recv(p, DOWN[j - 3], *cs[j - 3]))
+        if ops:
+            yield tuple(ops)
+        if rank == p and j < k:  # chunk j's copies combined before its slices leave
+            offset, count = cs[j]
+            yield (Copy("buf", offset, "tmp", offset, count),
+                   *(Reduce("buf", offset, "tmp", g * width + offset, count)
+                     for g in range(1, p)))
 
 
 def allreduce_helpers(job: Job, switches: list[str], plan: SharpPlan | None) -> Job:
@@ -240,12 +289,15 @@ def _prepare_allreduce(job: Job, topology: Any, gpus: list[int]) -> Job:
 
 
 PARAMS = ("channels", "chunk_size")
+ONE_NODE_FORM = ("one node, k = min(⌈n/(channels·chunk)⌉, 192) chunks of c = n/k: k+3 steps, "
+                 "step j paying α/2 + β·max(bytes up, bytes down); for k ≥ 3: "
+                 "(k+3)·α/2 + (4 + (k-1)(1 + 1/p))·c·β (a GPU-switch hop is half a GPU-GPU "
+                 "message; chunk 128 KiB by default)")
 
 
 @register(
     "allreduce", "nvls",
-    formula="one node, k = min(⌈n/(channels·chunk)⌉, 64): (k+1)·(α/2 + n/k·β) "
-            "(a GPU-switch hop is half a GPU-GPU message; chunk 128 KiB by default)",
+    formula=ONE_NODE_FORM,
     cost=one_node_cost,
     source=SOURCE,
     summary="NVLink SHARP: each GPU sends its chunks to the NVSwitch, which reduces and "

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from collsim.algorithms.nccl.nvls import (
+    ONE_NODE_FORM,
     RESULT,
     TREE_DOWN,
     TREE_UP,
@@ -31,6 +32,7 @@ from collsim.algorithms.nccl.nvls import (
     heads_of,
     lane_chunks,
     node_switch,
+    one_node_allreduce,
     one_node_cost,
     others_partial,
 )
@@ -64,9 +66,11 @@ def _program(rank: int, job: Job) -> Program:
     if p == 1:
         return
     nodes = node_groups(job)
+    if len(nodes) == 1:
+        yield from one_node_allreduce(rank, job)
+        return
     trees = double_tree(len(nodes))
-    many = len(nodes) > 1
-    cs = lane_chunks(job, 4 + 2 * max(depth(t) for t in trees) if many else 2)
+    cs = lane_chunks(job, 4 + 2 * max(depth(t) for t in trees))
     if rank >= p:
         yield from node_switch(job, nodes, rank - p, cs)
         return
@@ -74,7 +78,7 @@ def _program(rank: int, job: Job) -> Program:
     switch = p + node
     threads = gpu_threads(switch, cs)
     m = heads_of(nodes)
-    for h in headed(rank, nodes[node], m) if many else ():
+    for h in headed(rank, nodes[node], m):
         piece = [slices(c, m)[h] for c in cs]
         up, down = TREE_UP.part(h, m), TREE_DOWN.part(h, m)
         for t, tree in enumerate(trees):  # chunk i of every slice goes through tree i mod 2
@@ -113,7 +117,7 @@ def _prepare(job: Job, topology: Any, gpus: list[int]) -> Job:
 
 @register(
     "allreduce", "nvls_tree",
-    formula="one node (as nvls), k = min(⌈n/(channels·chunk)⌉, 64): (k+1)·(α/2 + n/k·β)",
+    formula=ONE_NODE_FORM.replace("one node", "one node (as nvls)", 1),
     cost=one_node_cost,
     source="NCCL src/device/all_reduce.h runNvlsTree, src/graph/trees.cc (notes §2.6, §3.5)",
     summary="NVLS inside each node, each slice's heads in a double binary tree across "

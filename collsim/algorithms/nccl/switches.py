@@ -72,6 +72,27 @@ def channels_of(job: Job) -> int:
     return int(job.params.get("channels", 1))
 
 
+def nvls_chunk_bytes(algorithm: str, size: int, channels: int, heads: int, nodes: int) -> int:
+    """NCCL's NVLS chunk per channel for a call of ``size`` bytes on ``channels`` channels
+    and ``heads`` NVLS heads per node: 128 KiB, less for smaller calls and, for NVLSTree,
+    from 4 nodes on (:data:`~collsim.nccl.constants.NVLS_CHUNK_RULES`). Not modelled: NVLS
+    across nodes capped at 32 KiB when NCCL's model gives it under 150 GB/s."""
+    from collsim.nccl import constants as C
+
+    chunk = C.NVLS_CHUNK_BYTES
+    rules = C.NVLS_CHUNK_RULES
+    if algorithm == "nvls_tree":
+        rules = C.NVLS_TREE_CHUNK_RULES
+        least_nodes, most = C.NVLS_TREE_MAX_CHUNK
+        if nodes >= least_nodes:
+            chunk = min(chunk, most)
+    ops = max(1, channels) * max(1, heads)
+    for factor, smaller in rules:
+        if size < factor * ops * chunk and chunk > smaller:
+            chunk = smaller
+    return chunk
+
+
 def chunk_elements(job: Job) -> int:
     """NVLS's chunk (``chunk_size``, 128 KiB by default) in elements."""
     return job.chunk_elements(NVLS_CHUNK_BYTES)
