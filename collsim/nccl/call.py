@@ -11,6 +11,7 @@ every call runs under the ideal model: no protocol, one channel unless asked.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -119,10 +120,9 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
         # protocol (ring_chunk_bytes); a caller's cost model has no protocol: one loop.
         params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
     if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
-        nodes = [topology.node_of[g] for g in gpus] if topology.node_of else [0] * len(gpus)
-        heads = max(nodes.count(n) for n in set(nodes)) if nodes else 1
-        params["chunk_size"] = nvls_chunk_bytes(algorithm, size, int(channels), heads,
-                                                len(set(nodes)))
+        per_node = Counter(topology.node_of[g] for g in gpus) if topology.node_of else {0: len(gpus)}
+        params["chunk_size"] = nvls_chunk_bytes(algorithm, size, int(channels),
+                                                max(per_node.values(), default=1), len(per_node))
     try:
         model = cost_model(topology, algorithm, protocol, gpus)
     except InputError as exc:  # a protocol the family does not run (NVLS: Simple only)
