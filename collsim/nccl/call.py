@@ -120,7 +120,8 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
         # protocol (ring_chunk_bytes); a caller's cost model has no protocol: one loop.
         params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
     if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
-        per_node = Counter(topology.node_of[g] for g in gpus) if topology.node_of else {0: len(gpus)}
+        per_node = (Counter(topology.node_of[g] for g in gpus) if topology.node_of
+                    else {0: len(gpus)})
         params["chunk_size"] = nvls_chunk_bytes(algorithm, size, int(channels),
                                                 max(per_node.values(), default=1), len(per_node))
     try:
