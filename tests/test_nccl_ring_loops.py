@@ -25,6 +25,10 @@ def test_the_chunk_is_one_buffer_step_of_data_or_four_with_simple():
         assert ring_chunk_bytes(collective, "LL") == 32768
         assert ring_chunk_bytes(collective, "LL128") == 576000
         assert ring_chunk_bytes(collective, "Simple") == 2 * 2**20
+    # Broadcast and reduce pipeline one step a chunk whatever the protocol (CHUNKSTEPS 1).
+    for collective in ("broadcast", "reduce"):
+        assert [ring_chunk_bytes(collective, p) for p in ("LL", "LL128", "Simple")] == \
+            [32768, 576000, 512 * 1024]
 
 
 def test_loops_cover_the_lane_in_whole_chunks():

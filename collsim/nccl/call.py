@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collsim.algorithms.nccl.channels import LOOPED, ring_chunk_bytes
+from collsim.algorithms.nccl.channels import LOOPED, PIPELINED, ring_chunk_bytes
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
@@ -115,9 +115,10 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
             channels = picked_channels
     if has_channels:
         params["channels"] = channels
-    if algorithm == "ring" and collective in LOOPED and costs is None:
-        # NCCL's ring runs loops of one chunk per rank and channel, the chunk set by the
-        # protocol (ring_chunk_bytes); a caller's cost model has no protocol: one loop.
+    if algorithm == "ring" and collective in LOOPED + PIPELINED and costs is None:
+        # NCCL's ring runs loops of one chunk per rank and channel, and its broadcast and
+        # reduce pipelines chunks, the chunk set by the protocol (ring_chunk_bytes: LL's is
+        # 32 KiB); a caller's cost model has no protocol: one loop, 512 KiB pipeline chunks.
         params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
     if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
         per_node = (Counter(topology.node_of[g] for g in gpus) if topology.node_of

@@ -11,8 +11,9 @@ call pays its step latency once per loop and ring step. ``chunk_size`` is the pr
 chunk under NCCL's cost models (:func:`~collsim.algorithms.nccl.channels.ring_chunk_bytes`,
 set by :func:`collsim.nccl.call.plan`); without it the ring runs one loop (the canonical
 kinds). Broadcast and reduce are NCCL's ring pipelines from and to the root
-(``PipelineFrom``/``PipelineTo``): chunks of ``chunk_size`` per channel (NCCL's Simple step,
-512 KiB, by default) along the ring from the root, or along it to the root.
+(``PipelineFrom``/``PipelineTo``): chunks of ``chunk_size`` per channel along the ring from
+the root, or along it to the root; under NCCL's cost models the protocol's step (LL 32 KiB,
+LL128 576,000 B, Simple 512 KiB), else 512 KiB.
 
 With one channel, or on one node where every channel is the same ring and all merge into
 one lane, one loop is exactly the textbook ring on ``job.ring_order()`` (same transfers, same
