@@ -295,7 +295,9 @@ CHUNK_STEPS: dict[str, tuple[int, int]] = {
     "allreduce": (4, 2), "allgather": (4, 2), "reducescatter": (4, 2),
     "broadcast": (1, 1), "reduce": (1, 1),
 }
-NVLS_CHUNK_BYTES = 128 * 1024    # NCCL_NVLS_CHUNKSIZE default
+# NCCL_NVLS_CHUNKSIZE's default (NCCL src/transport/nvls.cc): NVLS moves a channel's piece in
+# chunks of this size.
+NVLS_CHUNK_BYTES = 128 * 1024
 # How NCCL shrinks the NVLS chunk for smaller calls (enqueue.cc, ncclCalcCollChunking, 2.2x):
 # with ops = channels x NVLS heads, a call of fewer than factor x ops x chunk bytes takes the
 # smaller chunk, each rule applied to the chunk the previous one left, in order.

@@ -18,6 +18,12 @@ from typing import Any
 
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
+from collsim.nccl.constants import (
+    NVLS_CHUNK_BYTES,
+    NVLS_CHUNK_RULES,
+    NVLS_TREE_CHUNK_RULES,
+    NVLS_TREE_MAX_CHUNK,
+)
 from collsim.program import (
     Copy,
     HelperRank,
@@ -32,9 +38,6 @@ from collsim.program import (
 )
 from collsim.tags import Tags
 
-# NCCL_NVLS_CHUNKSIZE's default, 128 KiB (NCCL src/transport/nvls.cc): NVLS moves a channel's
-# data through the switch in chunks of this size.
-NVLS_CHUNK_BYTES = 128 * 1024
 # A pipeline of s stages runs at most ⌈(s-1)·64⌉ chunks: with fewer, larger chunks the fill
 # costs at most 1/64 of the streaming time more than with NCCL's chunks, and the simulation
 # stays at a few hundred messages per GPU whatever the size.
@@ -77,13 +80,10 @@ def nvls_chunk_bytes(algorithm: str, size: int, channels: int, heads: int, nodes
     and ``heads`` NVLS heads per node: 128 KiB, less for smaller calls and, for NVLSTree,
     from 4 nodes on (:data:`~collsim.nccl.constants.NVLS_CHUNK_RULES`). Not modelled: NVLS
     across nodes capped at 32 KiB when NCCL's model gives it under 150 GB/s."""
-    from collsim.nccl import constants as C
-
-    chunk = C.NVLS_CHUNK_BYTES
-    rules = C.NVLS_CHUNK_RULES
+    chunk, rules = NVLS_CHUNK_BYTES, NVLS_CHUNK_RULES
     if algorithm == "nvls_tree":
-        rules = C.NVLS_TREE_CHUNK_RULES
-        least_nodes, most = C.NVLS_TREE_MAX_CHUNK
+        rules = NVLS_TREE_CHUNK_RULES
+        least_nodes, most = NVLS_TREE_MAX_CHUNK
         if nodes >= least_nodes:
             chunk = min(chunk, most)
     ops = max(1, channels) * max(1, heads)
