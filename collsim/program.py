@@ -44,7 +44,10 @@ from collsim.params import DEFAULT_CHUNK_BYTES
 
 @dataclass(slots=True)
 class Send:
-    """Send ``count`` elements of ``buf`` starting at ``offset`` to rank ``peer``."""
+    """Send ``count`` elements of ``buf`` starting at ``offset`` to rank ``peer``. An
+    ``ordered`` send queues behind the ordered sends before it on its connection (same
+    sender, receiver and lane): its bytes move once theirs have left, while their latency
+    tails overlap its bytes, as NCCL's buffer slots do on one connection."""
 
     peer: int
     tag: int
@@ -52,6 +55,7 @@ class Send:
     count: int
     buf: str = "buf"
     lane: int = 0
+    ordered: bool = False
 
 
 @dataclass(slots=True)

@@ -15,10 +15,16 @@ fabric looks for them from its policy (:mod:`collsim.engine.policy`). A transfer
 out is an event only when another transfer on its links is still moving then; otherwise it
 is scheduled straight for delivery. SimPy cannot cancel a scheduled event, so each transfer
 keeps a reference to its one valid event and a superseded event is ignored when it fires.
+
+Transfers given a ``line`` (a connection: sender, receiver and lane) go in order on it: one
+at a time moves bytes, the next starting the instant the previous one's last byte has left,
+so each one's latency tail overlaps the next one's bytes (NCCL's buffer slots on a
+connection). The last byte of a transfer with a line is always an event.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
 
 import simpy
@@ -42,7 +48,7 @@ class Flow(BareEvent):
     # A bare event with slots rather than a ``simpy.Event`` with a dict: a million flows in
     # flight (all-to-all at 1024 ranks) take a third of the memory.
     __slots__ = ("channels", "size", "latency", "on_done", "token", "rate", "drain_at", "due",
-                 "outlasted", "attached", "since", "left")
+                 "outlasted", "attached", "since", "left", "line")
 
     def __init__(self, channels: tuple[Channel, ...], size: float, latency: float,
                  on_done: Callable[[object], None], token: object, now: float) -> None:
@@ -60,6 +66,18 @@ class Flow(BareEvent):
         # last byte leaves, so the scheduled milestone is that instant, not delivery
         self.attached = True   # still counted on its links (a drained transfer that frees
         # nobody stays counted until its delivery or the next settle on its links)
+        self.line: Line | None = None  # the connection it goes in order on, while moving
+
+
+class Line:
+    """A connection whose transfers go in order: the ones waiting for the moving one's
+    last byte to leave, as (src, dst, size, on_done, token, route)."""
+
+    __slots__ = ("key", "waiting")
+
+    def __init__(self, key: object) -> None:
+        self.key = key
+        self.waiting: deque[tuple] = deque()
 
 
 class Milestones(BareEvent):
@@ -107,6 +125,7 @@ class Fabric:
         self._crowded_settles = 0  # settles in a row whose searches found only large ones
         self._flow_callbacks = [self._flow_event]  # shared: SimPy only reads the list
         self._milestone_callbacks = [self._milestones]
+        self._lines: dict[object, Line] = {}  # connections with a transfer moving bytes
 
     def route(self, src: int, dst: int) -> tuple[tuple[Channel, ...], float, float]:
         """(channels, latency, bottleneck payload bandwidth) from endpoint ``src`` to
@@ -130,20 +149,40 @@ class Fabric:
 
     def transfer(self, src: int, dst: int, size: float, on_done: Callable[[object], None],
                  token: object = None,
-                 route: tuple[tuple[Channel, ...], float, float] | None = None) -> None:
+                 route: tuple[tuple[Channel, ...], float, float] | None = None,
+                 line: object = None) -> None:
         """Move ``size`` bytes from endpoint ``src`` to endpoint ``dst``; call
         ``on_done(token)`` on delivery. ``route``, if given, is the (channels, latency,
-        bottleneck) to use instead of the cached route (a route through virtual links)."""
+        bottleneck) to use instead of the cached route (a route through virtual links).
+        ``line``, if given, names the connection the transfer goes in order on (module
+        docstring): it waits while another transfer of that line moves bytes."""
+        if line is not None:
+            queue = self._lines.get(line)
+            if queue is not None:
+                queue.waiting.append((src, dst, size, on_done, token, route))
+                return
+            queue = self._lines[line] = Line(line)
+            self._start(src, dst, size, on_done, token, route, queue)
+            return
+        self._start(src, dst, size, on_done, token, route, None)
+
+    def _start(self, src: int, dst: int, size: float, on_done: Callable[[object], None],
+               token: object, route: tuple[tuple[Channel, ...], float, float] | None,
+               line: Line | None) -> None:
+        """Start moving a transfer's bytes now (:meth:`transfer`)."""
         if route is None:
             route = self._routes.get(src * self._stride + dst)
         channels, latency, bottleneck = route if route else self.route(src, dst)
         self.transfers += 1
         if size <= 0 or not channels:
+            if line is not None:
+                self._next_in_line(line)
             self._call_at(latency, on_done, token)
             return
         env = self.env
         now = clock(env)
         flow = self._new_flow(channels, size, latency, on_done, token, now)
+        flow.line = line
         idle = True
         for channel in channels:
             if channel.flows:
@@ -155,7 +194,8 @@ class Fabric:
             # finds this one on its links and the two are shared from then on.
             flow.rate = bottleneck
             flow.drain_at = drain = now + size / bottleneck
-            delay = drain + latency - now  # as schedule(), inlined: the hot path
+            # as schedule(), inlined: the hot path
+            delay = drain - now if line is not None else drain + latency - now
             flow.due = now + delay
             flow.callbacks = self._flow_callbacks
             env.schedule(flow, delay=delay)
@@ -215,7 +255,7 @@ class Fabric:
         """
         instants: dict[float, tuple[float, list[Flow]]] = {}
         for flow in flows:
-            delay = flow.drain_at - now if flow.outlasted else \
+            delay = flow.drain_at - now if flow.outlasted or flow.line is not None else \
                 flow.drain_at + flow.latency - now
             due = flow.due = now + delay  # the very sum SimPy's schedule() computes
             entry = instants.get(due)
@@ -243,12 +283,17 @@ class Fabric:
         now = clock(env)
         if flow.due != now:
             return  # superseded by a later rate change
-        if flow.outlasted:
-            # The last byte has left and others on its links speed up; the flow itself is
-            # the event of its delivery, ``latency`` later.
+        line = flow.line
+        if flow.outlasted or line is not None:
+            # The last byte has left: others on its links speed up, and the next transfer
+            # of its line starts; the flow itself is the event of its delivery, ``latency``
+            # later.
             flow.outlasted = False
             if flow.attached:
                 self._detach(flow)
+            if line is not None:
+                flow.line = None
+                self._next_in_line(line)
             if flow.latency > 0:
                 flow.due = now + flow.latency
                 env.schedule(flow, delay=flow.latency)
@@ -260,6 +305,15 @@ class Fabric:
                 del channel.flows[flow]
         flow.due = -1.0
         flow.on_done(flow.token)
+
+    def _next_in_line(self, line: Line) -> None:
+        """The transfer moving on ``line`` has sent its last byte: start the next waiting
+        one, or close the line."""
+        if line.waiting:
+            src, dst, size, on_done, token, route = line.waiting.popleft()
+            self._start(src, dst, size, on_done, token, route, line)
+        else:
+            del self._lines[line.key]
 
     def unlink(self, flow: Flow) -> None:
         """Stop counting ``flow`` on its links during a settle (its last byte has left)."""

@@ -333,13 +333,15 @@ class Call:
                     moved += 1
                     target = receiver.gpu if orbits is None else \
                         orbits.target(receiver.rank, key)
-                    if capped:
+                    route = self._capped_route(sender.gpu, target, send.lane) if capped \
+                        else None
+                    if send.ordered:  # in order on its connection: one line per call
                         transfer(sender.gpu, target, send.count * itemsize, delivered,
-                                 (sender, receiver, recv),
-                                 self._capped_route(sender.gpu, target, send.lane))
+                                 (sender, receiver, recv), route,
+                                 (self, sender.gpu, target, send.lane))
                     else:
                         transfer(sender.gpu, target, send.count * itemsize, delivered,
-                                 (sender, receiver, recv))
+                                 (sender, receiver, recv), route)
                 if batch:
                     fabric.release()
                 state.posting = False
