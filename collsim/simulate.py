@@ -81,6 +81,11 @@ class PointResult:
         return f" ({', '.join(parts)})" if parts else ""
 
 
+# Parameters that count something, 1 or more: what they count.
+COUNT_PARAMS = {"window": "chunks in flight on a connection",
+                "units": "units a chunk is forwarded in inside a node"}
+
+
 def accepted_params(algorithm: Algorithm) -> tuple[str, ...]:
     """The parameters ``algorithm`` takes: the common ones, its own, and ``protocol`` for
     NCCL's algorithms."""
@@ -117,6 +122,11 @@ def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> di
             raise InputError(f"channels must be a whole number from 1 to {MAX_CHANNELS} "
                              f"(NCCL's MAXCHANNELS) or auto, got {channels!r}",
                              key="param.channels")
+    for name, meaning in COUNT_PARAMS.items():
+        value = checked.get(name, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{name} must be a whole number of {meaning}, 1 or more, "
+                             f"got {value!r}", key=f"param.{name}")
     if "protocol" in checked:
         checked["protocol"] = check_protocol(checked["protocol"])
     dtype = dtype_name(checked)

@@ -110,7 +110,9 @@ def test_one_channel_is_exactly_the_textbook_ring():
                 ops_of(textbook(rank, job))
     broadcast = get_algorithm("broadcast", "ring")
     chain = get_algorithm("broadcast", "chain")
-    job, _ = make_job(topology, broadcast, 24, 4 * 10**6, {"root": 5, "channels": 1})
+    # One chunk in flight per hop (window 1): exactly the textbook chain.
+    job, _ = make_job(topology, broadcast, 24, 4 * 10**6,
+                      {"root": 5, "channels": 1, "window": 1})
     for rank in (0, 5, 6, 23):
         assert ops_of(broadcast.program(rank, job)) == ops_of(chain.program(rank, job))
 

@@ -76,15 +76,24 @@ def test_nccl_algorithms_run_under_their_protocols_cost_model():
 
 def test_broadcast_and_reduce_pipeline_the_protocols_step():
     # LL's step is 32 KiB of data, not Simple's 512 KiB: at 1 MiB on 4 channels each channel's
-    # 256 KiB goes down the ring in 8 chunks instead of 1, so the pipeline fills sooner.
+    # 256 KiB goes down the ring in 8 chunks instead of 1, so the pipeline fills sooner; and
+    # LL keeps 8 steps in flight per connection, each forwarded by its 16 warps' units.
     for collective in ("broadcast", "reduce"):
         model = cost_model(DGX, "ring", "LL", range(8))
         planned = simulate(DGX, collective, "ring", 8, MiB, {"channels": 4, "protocol": "LL"})
         given = simulate(DGX, collective, "ring", 8, MiB,
-                         {"channels": 4, "chunk_size": 32 * 1024}, model)
+                         {"channels": 4, "chunk_size": 32 * 1024, "window": 8, "units": 16},
+                         model)
+        in_turn = simulate(DGX, collective, "ring", 8, MiB,
+                           {"channels": 4, "chunk_size": 32 * 1024}, model)
         whole = simulate(DGX, collective, "ring", 8, MiB,
                          {"channels": 4, "chunk_size": 512 * 1024}, model)
-        assert planned.time_s == given.time_s < whole.time_s
+        assert planned.time_s == given.time_s < in_turn.time_s < whole.time_s
+    # Simple synchronises every step: one in flight, as the ring's loops pay theirs.
+    simple = simulate(DGX, "broadcast", "ring", 8, MiB, {"channels": 4, "protocol": "Simple"})
+    model = cost_model(DGX, "ring", "Simple", range(8))
+    assert simple.time_s == simulate(DGX, "broadcast", "ring", 8, MiB,
+                                     {"channels": 4, "chunk_size": 512 * 1024}, model).time_s
 
 
 def test_textbook_algorithms_run_under_the_ring_simple_costs():

@@ -16,11 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collsim.algorithms.nccl.channels import LOOPED, PIPELINED, ring_chunk_bytes
+from collsim.algorithms.nccl.channels import (
+    LOOPED,
+    PIPELINED,
+    pipeline_units,
+    ring_chunk_bytes,
+)
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
+from collsim.nccl.constants import NCCL_STEPS
 from collsim.nccl.names import ALGORITHMS, PROTOCOLS, algorithm_name, protocol_name
 from collsim.nccl.protocols import cost_model, nccl_figures
 
@@ -115,11 +121,21 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
             channels = picked_channels
     if has_channels:
         params["channels"] = channels
-    if algorithm == "ring" and collective in LOOPED + PIPELINED and costs is None:
-        # NCCL's ring runs loops of one chunk per rank and channel, and its broadcast and
-        # reduce pipelines chunks, the chunk set by the protocol (ring_chunk_bytes: LL's is
-        # 32 KiB); a caller's cost model has no protocol: one loop, 512 KiB pipeline chunks.
+    if algorithm == "ring" and collective in LOOPED and costs is None:
+        # NCCL's ring runs loops of one chunk per rank and channel, the chunk set by the
+        # protocol (ring_chunk_bytes: LL's is 32 KiB); a caller's cost model has no
+        # protocol: one loop.
         params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
+    if algorithm == "ring" and collective in PIPELINED and costs is None:
+        # Its broadcast and reduce pipeline the protocol's step. Simple synchronises each
+        # step (its latency paid in series, as in the ring's loops); LL and LL128 flag every
+        # line, so NCCL_STEPS steps are in flight on each connection, each forwarded in
+        # units inside a node (pipeline_units) and whole across nodes. A caller's cost
+        # model has no protocol: 512 KiB chunks, one at a time.
+        params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
+        if pipeline_units(protocol) > 1:
+            params.setdefault("window", NCCL_STEPS)
+            params.setdefault("units", pipeline_units(protocol))
     if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
         per_node = (Counter(topology.node_of[g] for g in gpus) if topology.node_of
                     else {0: len(gpus)})

@@ -33,6 +33,19 @@ def ring_chunk_bytes(collective: str, protocol: str) -> int:
     return step * (CHUNK_STEPS[collective][0] if protocol == "Simple" else 1)
 
 
+def pipeline_units(protocol: str) -> int:
+    """The units one channel forwards a step of NCCL's broadcast and reduce pipelines in,
+    inside a node. Simple forwards a whole step once it has arrived; LL and LL128 flag
+    every line, so each warp forwards its share of the step as it arrives: as many units as
+    the protocol has warps (LL 512 threads, 16; LL128 640, 20). Across nodes the network
+    proxy sends whole steps."""
+    from collsim.nccl.constants import LL128_MAX_THREADS, LL_MAX_THREADS, WARP_SIZE
+    from collsim.nccl.names import PROTOCOLS
+
+    threads = {PROTOCOLS[0]: LL_MAX_THREADS, PROTOCOLS[1]: LL128_MAX_THREADS}.get(protocol)
+    return 1 if threads is None else threads // WARP_SIZE
+
+
 def ring_loops(count: int, weight: int, nranks: int, chunk_elements: int | None) -> int:
     """How many loops NCCL's ring runs over a lane's ``count`` elements (``weight``
     channels): its loop covers ``nranks`` chunks per channel; one loop without a chunk."""

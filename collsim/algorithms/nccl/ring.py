@@ -23,13 +23,20 @@ with L loops: L times the latency terms).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from functools import partial
 from itertools import chain
 
 import numpy as np
 
-from collsim.algorithms.chain import CHAIN_TEXT, chain_steps
+from collsim.algorithms.chain import (
+    CHAIN_TEXT,
+    chain_steps,
+    window_chain_steps,
+    window_pipeline_time,
+)
+from collsim.algorithms.chunks import chunk_region
 from collsim.algorithms.nccl.channels import (
     SIMPLE_STEP_BYTES,
     lane_region,
@@ -58,6 +65,8 @@ from collsim.tags import Tags
 
 NCCL_SOURCE = "NCCL src/device/all_reduce.h runRing, src/graph/connect.cc (notes §2.5, §3.3, §3.7)"
 PARAMS = ("channels", "chunk_size")
+# A windowed pipeline runs at most ⌈hops/WINDOW_FILL_ERROR⌉ chunks (window_chunk_cap).
+WINDOW_FILL_ERROR = 1 / 64
 
 
 def _ring_lanes(layout: Layout) -> Lanes:
@@ -300,32 +309,58 @@ def _pipeline_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: 
     offset, count = lane_region(job, channels, lanes, lane)
     per_chunk = lanes.weights[lane] * job.chunk_elements(SIMPLE_STEP_BYTES)
     chunks = max(1, -(-count // per_chunk))
-    yield from chain_steps(rank, job, order, to_root, lane_tags(lanes, lane),
-                           (offset, count), chunks, lane)
+    window = int(job.params.get("window", 1))
+    if window <= 1:
+        yield from chain_steps(rank, job, order, to_root, lane_tags(lanes, lane),
+                               (offset, count), chunks, lane)
+        return
+    chunks = min(chunks, window_chunk_cap(len(order) - 1))
+    split = int(job.params.get("units", 1))
+    pieces = [[chunk_region(start, length, split, u) for u in range(split)]
+              for start, length in (chunk_region(offset, count, chunks, i)
+                                    for i in range(chunks))]
+    yield from window_chain_steps(rank, order, to_root, lane_tags(lanes, lane), pieces, lane,
+                                  window, lambda a, b: job.node_of(a) != job.node_of(b))
 
 
-def _pipeline_cost(c: Cost, per_byte: float) -> float:
-    """(p-2+k)·(α + n/k·per_byte) with k = ⌈n / (channels · chunk)⌉ (NCCL's Simple step
-    of 512 KiB by default)."""
+def window_chunk_cap(hops: int) -> int:
+    """Chunks a windowed pipeline over ``hops`` hops runs at most: with fewer, larger chunks
+    its fill, ``hops`` chunk times, grows by at most :data:`WINDOW_FILL_ERROR` of the
+    streaming time."""
+    return max(1, math.ceil(hops / WINDOW_FILL_ERROR))
+
+
+def _pipeline_cost(c: Cost, combine: bool) -> float:
+    """(p-2+k)·(α + n/k·(β + γ)) with k = ⌈n / (channels · chunk)⌉ (NCCL's Simple step
+    of 512 KiB by default), γ only if ``combine``; with a window of w > 1 chunks in flight
+    per hop, k capped (:func:`window_chunk_cap`) and the chunks timed by
+    :func:`~collsim.algorithms.chain.window_pipeline_time`."""
     if c.p == 1:
         return 0.0
     channels = int(c.params.get("channels", 1))
     chunk = float(c.params.get("chunk_size", SIMPLE_STEP_BYTES))
     k = max(1, -(-int(c.n) // int(channels * chunk)))
-    return (c.p - 2 + k) * (c.alpha + c.n / k * per_byte)
+    window = int(c.params.get("window", 1))
+    if window > 1:  # on one node every hop moves units
+        k = min(k, window_chunk_cap(c.p - 1)) * int(c.params.get("units", 1))
+        return window_pipeline_time(c.p - 1, k, c.alpha, c.n / k * c.beta,
+                                    c.n / k * c.gamma * combine, window)
+    return (c.p - 2 + k) * (c.alpha + c.n / k * (c.beta + c.gamma * combine))
 
 
 PIPELINE_TEXT = CHAIN_TEXT.replace("⌈n/chunk⌉", "⌈n/(channels·chunk)⌉")
+WINDOW_TEXT = ("; window w > 1: (p-1)·h + (k-1)·max(n/k·β, h/w), h = α + n/k·β, "
+               "k ≤ 64(p-1)")
 
 
 @register(
     "broadcast", "ring",
-    formula=PIPELINE_TEXT + "(p-2+k)·(α + n/k·β)",
-    cost=lambda c: _pipeline_cost(c, c.beta),
+    formula=PIPELINE_TEXT + "(p-2+k)·(α + n/k·β)" + WINDOW_TEXT,
+    cost=lambda c: _pipeline_cost(c, False),
     source=f"NCCL src/device/broadcast.h (ring pipeline from the root, notes §3.7); {RING_SOURCE}",
     summary="NCCL's ring: per channel, its piece pipelined in chunks along the ring from the "
             "root",
-    params=("root", "channels", "chunk_size"),
+    params=("root", "channels", "chunk_size", "window", "units"),
     prepare=PREPARE,
 )
 def nccl_ring_broadcast(rank: int, job: Job) -> Program:
@@ -337,12 +372,13 @@ def nccl_ring_broadcast(rank: int, job: Job) -> Program:
 
 @register(
     "reduce", "ring",
-    formula=PIPELINE_TEXT + "(p-2+k)·(α + n/k·(β + γ))",
-    cost=lambda c: _pipeline_cost(c, c.beta + c.gamma),
+    formula=PIPELINE_TEXT + "(p-2+k)·(α + n/k·(β + γ))" + WINDOW_TEXT.replace(
+        "max(n/k·β, h/w), h = α + n/k·β", "max(n/k·β, n/k·γ, h/w), h = α + n/k·(β + γ)"),
+    cost=lambda c: _pipeline_cost(c, True),
     source=f"NCCL src/device/reduce.h (ring pipeline to the root, notes §3.7); {RING_SOURCE}",
     summary="NCCL's ring: per channel, its piece combined chunk by chunk along the ring to "
             "the root",
-    params=("root", "channels", "chunk_size"),
+    params=("root", "channels", "chunk_size", "window", "units"),
     prepare=PREPARE,
 )
 def nccl_ring_reduce(rank: int, job: Job) -> Program:

@@ -1,0 +1,152 @@
+"""NCCL's ring broadcast and reduce with a window: up to ``window`` chunks in flight on each
+hop, in order on the connection, each forwarded in ``units`` inside a node and whole across
+nodes (LL and LL128; Simple runs one chunk at a time). Data against numpy, the closed form
+on the switch, the messages each hop carries, and what the plan gives each protocol."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collsim.algorithms import get_algorithm
+from collsim.algorithms.chain import window_pipeline_time
+from collsim.algorithms.nccl.channels import pipeline_units
+from collsim.algorithms.nccl.ring import window_chunk_cap
+from collsim.engine.data import check_algorithm
+from collsim.hardware.loader import load_topology, topology_from_text
+from collsim.hardware.topology import switch
+from collsim.nccl.call import plan
+from collsim.program import Job
+from collsim.simulate import make_job, simulate
+
+LATENCY, BANDWIDTH, REDUCE = 0.9e-6, 40e9, 150e9
+ALPHA, BETA, GAMMA = 2 * LATENCY, 1 / BANDWIDTH, 1 / REDUCE
+DTYPES = ["int32", "int64", "float32", "float64", "uint8"]
+OPS = ["sum", "prod", "max", "min"]
+
+
+def uneven_nodes(p: int, seed: int) -> tuple[int, ...]:
+    """Runs of 1 to 5 ranks per node."""
+    rng = np.random.default_rng(seed)
+    nodes, node = [], 0
+    while len(nodes) < p:
+        nodes += [node] * int(rng.integers(1, 6))
+        node += 1
+    return tuple(nodes[:p])
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_data_for_1_to_40_ranks_with_windows_units_and_uneven_nodes(collective):
+    algorithm = get_algorithm(collective, "ring")
+    for p in range(1, 41):
+        dtype, op = DTYPES[p % len(DTYPES)], OPS[p % len(OPS)]
+        itemsize = np.dtype(dtype).itemsize
+        for window, units in ((2, 1), (8, 5), (3, 20)):
+            count = (0, 1, p + 3, 7 * p + 5, 131)[(p + window) % 5]
+            job = Job(collective, p, count, itemsize, root=(5 * p) // 7,
+                      params={"channels": 1 + p % 4, "chunk_size": itemsize * (1 + p % 6),
+                              "window": window, "units": units},
+                      nodes=uneven_nodes(p, p + window))
+            check_algorithm(algorithm.program, job, op, dtype, seed=p + units)
+
+
+def no_stall(window: int, send: float, combine: float) -> bool:
+    return (ALPHA + send + combine) / window <= max(send, combine)
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.integers(2, 24), window=st.integers(2, 8), units=st.integers(1, 6),
+       chunks=st.integers(1, 12), per_unit=st.integers(1, 4000),
+       collective=st.sampled_from(["broadcast", "reduce"]))
+def test_on_the_switch_the_window_pipeline_takes_its_closed_form(p, window, units, chunks,
+                                                                 per_unit, collective):
+    """Equal units: exact when the window covers the latency, else at most the closed form
+    (whose steady gap for a stalled window is an upper bound)."""
+    machine = switch("s", p, LATENCY, BANDWIDTH, REDUCE)
+    chunks = min(chunks, window_chunk_cap(p - 1))
+    size = 4 * per_unit * units * chunks
+    params = {"chunk_size": 4 * per_unit * units, "window": window, "units": units}
+    result = simulate(machine, collective, "ring", p, size, params)
+    k = chunks * units
+    send, combine = size / k * BETA, size / k * GAMMA * (collective == "reduce")
+    want = window_pipeline_time(p - 1, k, ALPHA, send, combine, window)
+    assert result.analytic_time_s == pytest.approx(want, rel=1e-12)
+    if no_stall(window, send, combine):
+        assert result.time_s == pytest.approx(want, rel=1e-9)
+    else:
+        assert result.time_s <= want * (1 + 1e-9)
+    if units == 1:  # the same chunks one at a time are never faster
+        in_turn = simulate(machine, collective, "ring", p, size, {"chunk_size": 4 * per_unit})
+        assert result.time_s <= in_turn.time_s * (1 + 1e-9)
+
+
+def test_latency_hidden_by_the_window_is_paid_once_per_hop():
+    # 16 ranks, 64 chunks of 64 KiB: with 8 in flight the chunks stream at the link's rate
+    # after the first one's 15 hops; one at a time each pays alpha at every step.
+    machine = switch("s", 16, LATENCY, BANDWIDTH)
+    size, chunk = 64 * 65536, 65536
+    windowed = simulate(machine, "broadcast", "ring", 16, size,
+                        {"chunk_size": chunk, "window": 8}).time_s
+    in_turn = simulate(machine, "broadcast", "ring", 16, size, {"chunk_size": chunk}).time_s
+    assert windowed == pytest.approx(15 * (ALPHA + chunk * BETA) + 63 * chunk * BETA, rel=1e-9)
+    assert in_turn == pytest.approx((15 + 63) * (ALPHA + chunk * BETA), rel=1e-9)
+
+
+CLUSTER = """
+kind: cluster
+nodes: 3
+node:
+  kind: nvswitch
+  gpus: 4
+  nvlink: {latency: 1us, bandwidth: 100GB/s}
+  pcie: {switches: 1, link: {latency: 0.5us, bandwidth: 32GB/s},
+         uplink: {latency: 0.5us, bandwidth: 32GB/s}}
+  nics: {count: 1, link: {latency: 2us, bandwidth: 25GB/s}}
+fabric: {kind: switch}
+"""
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_hops_across_nodes_carry_whole_chunks(collective):
+    # One channel on 3 nodes of 4: the 11 hops of the ring from the root that cross nodes
+    # carry k messages, the others k·units.
+    topology = topology_from_text(CLUSTER)
+    k, units = 6, 5
+    size = 4 * 10 * units * k
+    params = {"channels": 1, "chunk_size": 4 * 10 * units, "window": 4, "units": units}
+    result = simulate(topology, collective, "ring", 12, size, params)
+    job, _ = make_job(topology, get_algorithm(collective, "ring"), 12, size, params)
+    ring = job.layout.channels[0].ring
+    order = ring[ring.index(job.root):] + ring[:ring.index(job.root)]
+    if collective == "reduce":  # along the ring to the root
+        order = order[1:] + order[:1]
+    crossing = sum(job.node_of(a) != job.node_of(b)
+                   for a, b in zip(order[:-1], order[1:], strict=True))
+    assert crossing >= 2
+    assert result.transfers == (11 - crossing) * k * units + crossing * k
+    check_algorithm(get_algorithm(collective, "ring").program, job, "sum", "int32", seed=3)
+
+
+def test_the_plan_gives_ll_and_ll128_a_window_of_warp_units_and_simple_none():
+    assert [pipeline_units(protocol) for protocol in ("LL", "LL128", "Simple")] == [16, 20, 1]
+    cluster = load_topology("topologies/h100-cluster.yaml", {"nodes": 2})
+    gpus = list(range(16))
+    for collective in ("broadcast", "reduce"):
+        for protocol, window, units in (("LL", 8, 16), ("LL128", 8, 20), ("Simple", None, None)):
+            planned = plan(cluster, collective, "ring", gpus, 2**24,
+                           {"protocol": protocol, "channels": 4})
+            assert planned.params.get("window") == window
+            assert planned.params.get("units") == units
+    # A cost model of the caller's has no protocol: one chunk at a time.
+    assert "window" not in plan(switch("s", 4, 1e-6, 1e9), "broadcast", "ring", range(4), 2**20,
+                                {"channels": 2}).params
+
+
+def test_window_and_units_are_checked():
+    machine = switch("s", 4, 1e-6, 1e9)
+    for name, bad in (("window", 0), ("units", -1), ("window", 1.5), ("units", True)):
+        with pytest.raises(Exception) as raised:
+            simulate(machine, "broadcast", "ring", 4, 1024, {name: bad})
+        assert getattr(raised.value, "key", None) == f"param.{name}"
