@@ -1,7 +1,8 @@
-"""NCCL's ring broadcast and reduce with a window: up to ``window`` chunks in flight on each
-hop, in order on the connection, each forwarded in ``units`` inside a node and whole across
-nodes (LL and LL128; Simple runs one chunk at a time). Data against numpy, the closed form
-on the switch, the messages each hop carries, and what the plan gives each protocol."""
+"""NCCL's ring broadcast and reduce, and its tree, with a window: up to ``window`` chunks in
+flight on each hop, in order on the connection, each forwarded in ``units`` inside a node and
+whole across nodes (LL and LL128; Simple runs one chunk at a time). Data against numpy, the
+closed form on the switch, the messages each hop carries, NCCL's tree chunk, and what the plan
+gives each protocol."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from collsim.algorithms import get_algorithm
 from collsim.algorithms.chain import window_pipeline_time
-from collsim.algorithms.nccl.channels import pipeline_units
+from collsim.algorithms.nccl.channels import pipeline_units, tree_chunk_bytes
 from collsim.algorithms.nccl.ring import window_chunk_cap
 from collsim.engine.data import check_algorithm
 from collsim.hardware.loader import load_topology, topology_from_text
@@ -37,15 +38,17 @@ def uneven_nodes(p: int, seed: int) -> tuple[int, ...]:
     return tuple(nodes[:p])
 
 
-@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
-def test_data_for_1_to_40_ranks_with_windows_units_and_uneven_nodes(collective):
-    algorithm = get_algorithm(collective, "ring")
+@pytest.mark.parametrize("collective,name", [("broadcast", "ring"), ("reduce", "ring"),
+                                             ("allreduce", "nccl_tree")])
+def test_data_for_1_to_40_ranks_with_windows_units_and_uneven_nodes(collective, name):
+    algorithm = get_algorithm(collective, name)
     for p in range(1, 41):
         dtype, op = DTYPES[p % len(DTYPES)], OPS[p % len(OPS)]
         itemsize = np.dtype(dtype).itemsize
         for window, units in ((2, 1), (8, 5), (3, 20)):
             count = (0, 1, p + 3, 7 * p + 5, 131)[(p + window) % 5]
-            job = Job(collective, p, count, itemsize, root=(5 * p) // 7,
+            job = Job(collective, p, count, itemsize,
+                      root=(5 * p) // 7 if collective != "allreduce" else 0,
                       params={"channels": 1 + p % 4, "chunk_size": itemsize * (1 + p % 6),
                               "window": window, "units": units},
                       nodes=uneven_nodes(p, p + window))
@@ -150,3 +153,52 @@ def test_window_and_units_are_checked():
         with pytest.raises(Exception) as raised:
             simulate(machine, "broadcast", "ring", 4, 1024, {name: bad})
         assert getattr(raised.value, "key", None) == f"param.{name}"
+
+
+def test_the_tree_moves_units_inside_a_node_and_whole_chunks_across():
+    tree = get_algorithm("allreduce", "nccl_tree")
+    one_node = switch("s", 8, LATENCY, BANDWIDTH, REDUCE)
+    size = 4 * 6000
+    for units in (2, 5):
+        params = {"chunk_size": 4 * 500, "window": 8}
+        whole = simulate(one_node, "allreduce", "nccl_tree", 8, size, params).transfers
+        split = simulate(one_node, "allreduce", "nccl_tree", 8, size,
+                         {**params, "units": units}).transfers
+        assert split == units * whole  # every hop inside the node carries units
+    cluster = topology_from_text(CLUSTER)
+    params = {"channels": 2, "chunk_size": 4 * 500, "window": 8}
+    whole = simulate(cluster, "allreduce", "nccl_tree", 12, size, params).transfers
+    split = simulate(cluster, "allreduce", "nccl_tree", 12, size, {**params, "units": 5})
+    assert whole < split.transfers < 5 * whole  # the network hops carry whole chunks
+    job, _ = make_job(cluster, tree, 12, size, {**params, "units": 5})
+    check_algorithm(tree.program, job, "max", "float32", seed=12)
+
+
+def test_ncclss_tree_chunk():
+    # One step of the protocol's buffer: LL 32 KiB of data, Simple 512 KiB, whatever the call.
+    assert tree_chunk_bytes("LL", 2**20, 8, 2, 16) == 32768
+    assert tree_chunk_bytes("Simple", 2**20, 8, 2, 16) == 512 * 1024
+    # LL128 on 2 nodes of 8, 8 channels: 1 + log2i(2) + 0.8 = 2.8 steps, so a channel's share
+    # needs 2.8 x 64 / 8 = 22.4 chunks before the first rule stops halving (above 131,072 B),
+    # and 5.6 before the second (above 32,768 B).
+    assert tree_chunk_bytes("LL128", 2**30, 8, 2, 16) == 576000   # 233 chunks each
+    assert tree_chunk_bytes("LL128", 2**26, 8, 2, 16) == 288000   # 14, then 29 at half
+    assert tree_chunk_bytes("LL128", 2**24, 8, 2, 16) == 72000    # stops at or below 131,072
+    assert tree_chunk_bytes("LL128", 2**20, 8, 2, 16) == 18000    # 1 MiB: 1 < 5.6 twice more
+    # 16 nodes of 8 on 16 channels: 1 + 4 + 0.8 = 5.8 steps, 46.4 chunks.
+    assert tree_chunk_bytes("LL128", 2**28, 16, 16, 128) == 288000  # 29, then 58
+    assert tree_chunk_bytes("LL128", 2**27, 16, 16, 128) == 144000  # 14, 29, then 58
+
+
+def test_the_plan_gives_ll_trees_ncclss_chunk_a_window_and_units():
+    cluster = load_topology("topologies/h100-cluster.yaml", {"nodes": 2})
+    gpus = list(range(16))
+    for protocol in ("LL", "LL128"):
+        planned = plan(cluster, "allreduce", "nccl_tree", gpus, 2**24,
+                       {"protocol": protocol, "channels": 8})
+        assert planned.params["chunk_size"] == tree_chunk_bytes(protocol, 2**24, 8, 2, 16)
+        assert (planned.params["window"], planned.params["units"]) == \
+            (8, pipeline_units(protocol))
+    simple = plan(cluster, "allreduce", "nccl_tree", gpus, 2**24,
+                  {"protocol": "Simple", "channels": 8}).params
+    assert "window" not in simple and "units" not in simple and "chunk_size" not in simple

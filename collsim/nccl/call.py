@@ -21,6 +21,7 @@ from collsim.algorithms.nccl.channels import (
     PIPELINED,
     pipeline_units,
     ring_chunk_bytes,
+    tree_chunk_bytes,
 )
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.engine.costs import IDEAL, CostModel
@@ -136,6 +137,15 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
         if pipeline_units(protocol) > 1:
             params.setdefault("window", NCCL_STEPS)
             params.setdefault("units", pipeline_units(protocol))
+    if algorithm == "nccl_tree" and costs is None and pipeline_units(protocol) > 1:
+        # LL and LL128 trees: NCCL's Tree chunk for the call, NCCL_STEPS chunks in flight
+        # per connection, forwarded in units inside a node and whole across nodes.
+        per_node = (Counter(topology.node_of[g] for g in gpus) if topology.node_of
+                    else {0: len(gpus)})
+        params.setdefault("chunk_size", tree_chunk_bytes(protocol, size, int(channels),
+                                                         len(per_node), len(gpus)))
+        params.setdefault("window", NCCL_STEPS)
+        params.setdefault("units", pipeline_units(protocol))
     if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
         per_node = (Counter(topology.node_of[g] for g in gpus) if topology.node_of
                     else {0: len(gpus)})

@@ -173,6 +173,11 @@ MAX_THREADS = 640                # NCCL_MAX_NTHREADS: CollNet, NVLS, and Tree/PA
 SIMPLE_MAX_THREADS = 512         # NCCL_SIMPLE_MAX_NTHREADS
 LL_MAX_THREADS = 512             # NCCL_LL_MAX_NTHREADS
 LL128_MAX_THREADS = 640          # NCCL_LL128_MAX_NTHREADS
+# Protocols whose every line carries its flag, so a receiver forwards data as it lands (a
+# warp's share of a step at a time) with NCCL_STEPS steps in flight per connection: collsim
+# pipelines their broadcast, reduce and tree in ordered units, one per warp
+# (algorithms/nccl/channels.py pipeline_units).
+LINE_FLAGGED = {"LL": LL_MAX_THREADS // WARP_SIZE, "LL128": LL128_MAX_THREADS // WARP_SIZE}
 RING_SIMPLE_SLOW_THREADS = 256   # Ring Simple default when the ring graph's total bw <= PCI_BW
 MIN_WARPS = 3                    # a call never runs with fewer than 3 warps
 

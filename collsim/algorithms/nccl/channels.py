@@ -7,7 +7,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from collsim.nccl.constants import BUFFER_BYTES, CHUNK_STEPS, DATA_BYTES_PER_LINE, NCCL_STEPS
+from collsim.nccl.constants import (
+    BUFFER_BYTES,
+    CHUNK_STEPS,
+    DATA_BYTES_PER_LINE,
+    LINE_FLAGGED,
+    NCCL_STEPS,
+)
 from collsim.nccl.layout import Lanes, Layout, layout_of, machine_layout
 from collsim.program import Job, Parallel, Program, span
 from collsim.tags import TAGS, Tags
@@ -34,16 +40,28 @@ def ring_chunk_bytes(collective: str, protocol: str) -> int:
 
 
 def pipeline_units(protocol: str) -> int:
-    """The units one channel forwards a step of NCCL's broadcast and reduce pipelines in,
-    inside a node. Simple forwards a whole step once it has arrived; LL and LL128 flag
-    every line, so each warp forwards its share of the step as it arrives: as many units as
-    the protocol has warps (LL 512 threads, 16; LL128 640, 20). Across nodes the network
-    proxy sends whole steps."""
-    from collsim.nccl.constants import LL128_MAX_THREADS, LL_MAX_THREADS, WARP_SIZE
-    from collsim.nccl.names import PROTOCOLS
+    """The units one channel forwards a step of NCCL's broadcast, reduce and tree pipelines
+    in, inside a node. Simple forwards a whole step once it has arrived (1); LL and LL128
+    flag every line, so each warp forwards its share of the step as it arrives: as many
+    units as the protocol has warps (``LINE_FLAGGED``: LL 16, LL128 20). Across nodes the
+    network proxy sends whole steps."""
+    return LINE_FLAGGED.get(protocol, 1)
 
-    threads = {PROTOCOLS[0]: LL_MAX_THREADS, PROTOCOLS[1]: LL128_MAX_THREADS}.get(protocol)
-    return 1 if threads is None else threads // WARP_SIZE
+
+def tree_chunk_bytes(protocol: str, size: int, channels: int, nodes: int, ranks: int) -> int:
+    """NCCL's Tree chunk per channel (``calcCollChunking``): one step of the protocol's
+    buffer (LL 32 KiB of data, LL128 576,000 B, Simple 512 KiB); LL128's is halved while a
+    channel's share of the call is fewer than ``(1 + log2i(nodes) + ppn/10)·64/ppn`` chunks
+    (down to 131,072 B or less) and then ``·16/ppn`` (down to 32,768 B or less), ppn the
+    ranks per node. Not modelled: the alignment to the protocol's grain."""
+    chunk = ring_chunk_bytes("broadcast", protocol)
+    if protocol == "LL128":
+        ppn = ranks / max(1, nodes)
+        steps = 1 + (max(1, nodes).bit_length() - 1) + 0.1 * ppn
+        for factor, least in ((64, 131072), (16, 32768)):
+            while size // (max(1, channels) * chunk) < steps * factor / ppn and chunk > least:
+                chunk //= 2
+    return chunk
 
 
 def ring_loops(count: int, weight: int, nranks: int, chunk_elements: int | None) -> int:

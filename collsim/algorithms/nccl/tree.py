@@ -7,7 +7,9 @@ Every rank but the root runs two sub-programs side by side, as NCCL's two thread
 parent, and *down* receives chunk i from its parent while it passes chunk i-1 to its
 children. The root combines chunk i from its children while it sends chunk i-1 back down.
 Chunks are ``chunk_size`` bytes per channel: NCCL's Tree chunk with the Simple protocol,
-512 KiB, by default (notes §3.2).
+512 KiB, by default (notes §3.2). Under LL and LL128 the plan sets NCCL's chunk for the call,
+``window`` (8 chunks in flight per connection, sends ordered) and ``units`` (a chunk forwarded
+per warp inside a node, whole across nodes): :func:`_relay_units`.
 
 **Chunk cap.** A lane runs at most ``K = ⌈(D-1)·16⌉`` chunks, D = 2 × the depth of its
 tree in hops (a chunk goes up and back down); beyond that the chunks are made larger. For a
@@ -21,6 +23,7 @@ latencies of the chunks merged.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from collsim.algorithms.chunks import chunk_region
 from collsim.algorithms.nccl.channels import (
@@ -73,20 +76,26 @@ def _lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int, lane
     regions = [chunk_region(offset, count, chunks, i) for i in range(chunks)]
     tags = lane_tags(lanes, lane)
     up, down = tags.phase(0), tags.phase(1)
+    window, units = int(job.params.get("window", WINDOW)), int(job.params.get("units", 1))
+    node = job.node_of(rank)
+    flow = {"window": window, "units": units,
+            "whole": lambda peer: job.node_of(peer) != node} if units > 1 else \
+        {"window": window}
     if parent is None:  # the root turns each chunk around
         yield from relay_steps(regions, [(child, up, True) for child in children],
-                               [(child, down) for child in children], lane, WINDOW)
+                               [(child, down) for child in children], lane, **flow)
         return
     yield Parallel([
         relay_steps(regions, [(child, up, True) for child in children], [(parent, up)], lane,
-                    WINDOW),
+                    **flow),
         relay_steps(regions, [(parent, down, False)], [(child, down) for child in children], lane,
-                    WINDOW),
+                    **flow),
     ])
 
 
 def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane: int,
-                window: int = 1, chunks: range | None = None) -> Program:
+                window: int = 1, chunks: range | None = None, units: int = 1,
+                whole: Callable[[int], bool] | None = None) -> Program:
     """Step i receives chunk i from each of ``receive`` ((peer, tags, combine)) while it
     sends chunk i-1 to each of ``send`` ((peer, tags)); empty steps are skipped. ``chunks``
     names the chunks this relay carries (default: all of ``regions``), for a pipeline whose
@@ -96,8 +105,16 @@ def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane:
     to slot i mod ``window``), each relaying its own chunks as above: up to ``window``
     chunks are in flight on each connection, as NCCL's ``NCCL_STEPS`` buffers per peer,
     so a hop's latency is paid once per window rather than once per chunk; but the slots'
-    sends share links fairly rather than going in order (see :data:`WINDOW`)."""
+    sends share links fairly rather than going in order (see :data:`WINDOW`).
+
+    With ``whole`` given (NCCL's LL and LL128), sends are ordered on their connection, a
+    chunk goes to a peer in ``units`` messages unless ``whole(peer)`` (the network's whole
+    steps), and the slots deal units, or chunks where any of the relay's hops is whole
+    (:func:`_relay_units`)."""
     mine = range(len(regions)) if chunks is None else chunks
+    if whole is not None:
+        yield from _relay_units(mine, regions, receive, send, lane, window, units, whole)
+        return
     if window <= 1 or len(mine) <= 1:
         yield from _relay(mine, regions, receive, send, lane)
         return
@@ -120,6 +137,46 @@ def _relay(chunks: range, regions: list[tuple[int, int]], receive: list, send: l
             ops += [Send(peer, tags[i], *regions[i], lane=lane) for peer, tags in send]
         if ops:
             yield tuple(ops)
+
+
+def _relay_units(chunks: range, regions: list[tuple[int, int]], receive: list, send: list,
+                 lane: int, window: int, units: int, whole: Callable[[int], bool]) -> Program:
+    """Relay ``chunks`` in ordered messages: unit u of chunk i is tag index ``i·units + u``,
+    a whole chunk has its first unit's; the pieces (units, or chunks where a hop is whole)
+    are dealt to ``window`` slots, each relaying its pieces in turn."""
+    peers = [peer for peer, *_ in receive] + [peer for peer, _ in send]
+    coarse = any(whole(peer) for peer in peers)
+    parts = {i: [chunk_region(*regions[i], units, u) for u in range(units)] for i in chunks}
+    pieces = [(i, None) for i in chunks] if coarse else \
+        [(i, u) for i in chunks for u in range(units)]
+
+    def messages(piece: tuple[int, int | None], peer: int) -> list[tuple[int, int, int]]:
+        """(tag index, offset, count) of the messages carrying ``piece`` to or from ``peer``."""
+        i, u = piece
+        if u is not None:
+            return [(i * units + u, *parts[i][u])]
+        if whole(peer):
+            return [(i * units, *regions[i])]
+        return [(i * units + v, *parts[i][v]) for v in range(units)]
+
+    def slot(mine: list[tuple[int, int | None]]) -> Program:
+        for j in range(len(mine) + 1):
+            ops: list[Op] = []
+            if j < len(mine):
+                ops += [Recv(peer, tags[t], offset, count, reduce=combine, lane=lane)
+                        for peer, tags, combine in receive
+                        for t, offset, count in messages(mine[j], peer)]
+            if j >= 1:
+                ops += [Send(peer, tags[t], offset, count, lane=lane, ordered=True)
+                        for peer, tags in send for t, offset, count in messages(mine[j - 1], peer)]
+            if ops:
+                yield tuple(ops)
+
+    slots = [slot(pieces[k::window]) for k in range(min(max(1, window), len(pieces)))]
+    if len(slots) == 1:
+        yield from slots[0]
+    elif slots:
+        yield Parallel(slots)
 
 
 def _cost(c: Cost) -> float:
@@ -149,7 +206,7 @@ def _cost(c: Cost) -> float:
     summary="NCCL's tree: per channel a chain inside each node and a double binary tree "
             "across nodes, reduce-up and broadcast-down pipelined in chunks",
     exact="contention",
-    params=("channels", "chunk_size"),
+    params=("channels", "chunk_size", "window", "units"),
     prepare=prepare(_tree_lanes),
 )
 def nccl_tree_allreduce(rank: int, job: Job) -> Program:
