@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import simpy
 
 from collsim.engine.costs import IDEAL, CostModel
@@ -23,6 +24,31 @@ node:
   nics: {count: 4, link: {latency: 0us, bandwidth: 25GB/s}}
 fabric: {kind: fat_tree, leaf_ports: 4, spines: 1, latency: 0us}
 """
+
+
+# Three nodes of 4 GPUs on one network switch, 4 NICs each.
+THREE_NODES = """
+kind: cluster
+nodes: 3
+node:
+  kind: nvswitch
+  gpus: 4
+  nvlink: {latency: 1us, bandwidth: 100GB/s}
+  pcie: {switches: 1, link: {latency: 1us, bandwidth: 30GB/s},
+         uplink: {latency: 1us, bandwidth: 30GB/s}}
+  nics: {count: 4, link: {latency: 1us, bandwidth: 25GB/s}}
+fabric: {kind: switch}
+"""
+
+
+def uneven_nodes(p: int, seed: int) -> tuple[int, ...]:
+    """The node of each of ``p`` ranks, nodes holding runs of 1 to 5 ranks (seeded)."""
+    rng = np.random.default_rng(seed)
+    nodes, node = [], 0
+    while len(nodes) < p:
+        nodes += [node] * int(rng.integers(1, 6))
+        node += 1
+    return tuple(nodes[:p])
 
 
 class ExplicitTopology(Topology):

@@ -12,21 +12,11 @@ from collsim.errors import InputError
 from collsim.hardware.loader import topology_from_text
 from collsim.hardware.placement import local_ring, place_ranks, ring_order
 from collsim.hardware.topology import switch
+from tests.helpers import THREE_NODES
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CLUSTER = """
-kind: cluster
-nodes: 3
-node:
-  kind: nvswitch
-  gpus: 4
-  nvlink: {latency: 1us, bandwidth: 100GB/s}
-  pcie: {switches: 1, link: {latency: 1us, bandwidth: 30GB/s},
-         uplink: {latency: 1us, bandwidth: 30GB/s}}
-  nics: {count: 4, link: {latency: 1us, bandwidth: 25GB/s}}
-fabric: {kind: switch}
-"""
+CLUSTER = THREE_NODES
 
 
 def test_packed_spread_and_explicit_placements():

@@ -23,6 +23,7 @@ from collsim.hardware.topology import switch
 from collsim.nccl.layout import machine_layout
 from collsim.program import Job
 from collsim.simulate import make_job, simulate
+from tests.helpers import uneven_nodes
 
 NCCL = sorted(key for key, algorithm in REGISTRY.items()
               if key[1] in ("ring", "nccl_tree"))
@@ -36,16 +37,6 @@ def test_the_registry_iteration_covers_ncclss_algorithms():
     assert all("channels" in REGISTRY[key].params for key in NCCL)
 
 
-def nodes_of(p: int, seed: int) -> tuple[int, ...]:
-    """Uneven nodes: runs of 1 to 5 ranks."""
-    rng = np.random.default_rng(seed)
-    nodes, node = [], 0
-    while len(nodes) < p:
-        nodes += [node] * int(rng.integers(1, 6))
-        node += 1
-    return tuple(nodes[:p])
-
-
 @pytest.mark.parametrize("key", NCCL, ids="/".join)
 def test_data_for_1_to_40_ranks_with_channels_and_uneven_nodes(key):
     algorithm = REGISTRY[key]
@@ -56,7 +47,7 @@ def test_data_for_1_to_40_ranks_with_channels_and_uneven_nodes(key):
         count = (0, 1, p // 2 + 1, p * channels + 5, 37)[p % 5]
         job = Job(key[0], p, count, itemsize, root=(3 * p) // 4 if COLLECTIVES[key[0]].rooted
                   else 0, params={"channels": channels, "chunk_size": itemsize * (1 + p % 4)},
-                  nodes=nodes_of(p, p))
+                  nodes=uneven_nodes(p, p))
         check_algorithm(algorithm.program, job, op, dtype, seed=p)
 
 

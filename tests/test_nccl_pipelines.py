@@ -21,21 +21,12 @@ from collsim.hardware.topology import switch
 from collsim.nccl.call import plan
 from collsim.program import Job
 from collsim.simulate import make_job, simulate
+from tests.helpers import THREE_NODES, uneven_nodes
 
 LATENCY, BANDWIDTH, REDUCE = 0.9e-6, 40e9, 150e9
 ALPHA, BETA, GAMMA = 2 * LATENCY, 1 / BANDWIDTH, 1 / REDUCE
 DTYPES = ["int32", "int64", "float32", "float64", "uint8"]
 OPS = ["sum", "prod", "max", "min"]
-
-
-def uneven_nodes(p: int, seed: int) -> tuple[int, ...]:
-    """Runs of 1 to 5 ranks per node."""
-    rng = np.random.default_rng(seed)
-    nodes, node = [], 0
-    while len(nodes) < p:
-        nodes += [node] * int(rng.integers(1, 6))
-        node += 1
-    return tuple(nodes[:p])
 
 
 @pytest.mark.parametrize("collective,name", [("broadcast", "ring"), ("reduce", "ring"),
@@ -97,25 +88,14 @@ def test_latency_hidden_by_the_window_is_paid_once_per_hop():
     assert in_turn == pytest.approx((15 + 63) * (ALPHA + chunk * BETA), rel=1e-9)
 
 
-CLUSTER = """
-kind: cluster
-nodes: 3
-node:
-  kind: nvswitch
-  gpus: 4
-  nvlink: {latency: 1us, bandwidth: 100GB/s}
-  pcie: {switches: 1, link: {latency: 0.5us, bandwidth: 32GB/s},
-         uplink: {latency: 0.5us, bandwidth: 32GB/s}}
-  nics: {count: 1, link: {latency: 2us, bandwidth: 25GB/s}}
-fabric: {kind: switch}
-"""
+
 
 
 @pytest.mark.parametrize("collective", ["broadcast", "reduce"])
 def test_hops_across_nodes_carry_whole_chunks(collective):
     # One channel on 3 nodes of 4: the 11 hops of the ring from the root that cross nodes
     # carry k messages, the others k·units.
-    topology = topology_from_text(CLUSTER)
+    topology = topology_from_text(THREE_NODES, {"node.nics.count": 1})
     k, units = 6, 5
     size = 4 * 10 * units * k
     params = {"channels": 1, "chunk_size": 4 * 10 * units, "window": 4, "units": units}
@@ -165,7 +145,7 @@ def test_the_tree_moves_units_inside_a_node_and_whole_chunks_across():
         split = simulate(one_node, "allreduce", "nccl_tree", 8, size,
                          {**params, "units": units}).transfers
         assert split == units * whole  # every hop inside the node carries units
-    cluster = topology_from_text(CLUSTER)
+    cluster = topology_from_text(THREE_NODES, {"node.nics.count": 1})
     params = {"channels": 2, "chunk_size": 4 * 500, "window": 8}
     whole = simulate(cluster, "allreduce", "nccl_tree", 12, size, params).transfers
     split = simulate(cluster, "allreduce", "nccl_tree", 12, size, {**params, "units": 5})
