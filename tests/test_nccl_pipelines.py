@@ -170,15 +170,17 @@ def test_ncclss_tree_chunk():
     assert tree_chunk_bytes("LL128", 2**27, 16, 16, 128) == 144000  # 14, 29, then 58
 
 
-def test_the_plan_gives_ll_trees_ncclss_chunk_a_window_and_units():
+def test_a_windowed_ll_tree_gets_ncclss_chunk_and_units_and_no_window_none():
     cluster = load_topology("topologies/h100-cluster.yaml", {"nodes": 2})
     gpus = list(range(16))
     for protocol in ("LL", "LL128"):
         planned = plan(cluster, "allreduce", "nccl_tree", gpus, 2**24,
-                       {"protocol": protocol, "channels": 8})
+                       {"protocol": protocol, "channels": 8, "window": 8})
         assert planned.params["chunk_size"] == tree_chunk_bytes(protocol, 2**24, 8, 2, 16)
-        assert (planned.params["window"], planned.params["units"]) == \
-            (8, pipeline_units(protocol))
+        assert planned.params["units"] == pipeline_units(protocol)
+        default = plan(cluster, "allreduce", "nccl_tree", gpus, 2**24,
+                       {"protocol": protocol, "channels": 8}).params
+        assert not {"window", "units", "chunk_size"} & set(default)
     simple = plan(cluster, "allreduce", "nccl_tree", gpus, 2**24,
-                  {"protocol": "Simple", "channels": 8}).params
-    assert "window" not in simple and "units" not in simple and "chunk_size" not in simple
+                  {"protocol": "Simple", "channels": 8, "window": 8}).params
+    assert "units" not in simple and "chunk_size" not in simple

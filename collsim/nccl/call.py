@@ -137,14 +137,16 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
         if pipeline_units(protocol) > 1:
             params.setdefault("window", NCCL_STEPS)
             params.setdefault("units", pipeline_units(protocol))
-    if algorithm == "nccl_tree" and costs is None and pipeline_units(protocol) > 1:
-        # LL and LL128 trees: NCCL's Tree chunk for the call, NCCL_STEPS chunks in flight
-        # per connection, forwarded in units inside a node and whole across nodes.
+    if algorithm == "nccl_tree" and costs is None and pipeline_units(protocol) > 1 \
+            and int(params.get("window", 1)) > 1:
+        # An LL or LL128 tree given a window runs as NCCL's: NCCL's Tree chunk for the call,
+        # forwarded in units inside a node and whole across nodes. Not the default: on the
+        # published runs it brings InfiniBand clusters closer and AWS EFA and GCP TCPXO
+        # further (docs/nccl.md, "LL and LL128").
         per_node = (Counter(topology.node_of[g] for g in gpus) if topology.node_of
                     else {0: len(gpus)})
         params.setdefault("chunk_size", tree_chunk_bytes(protocol, size, int(channels),
                                                          len(per_node), len(gpus)))
-        params.setdefault("window", NCCL_STEPS)
         params.setdefault("units", pipeline_units(protocol))
     if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
         per_node = (Counter(topology.node_of[g] for g in gpus) if topology.node_of

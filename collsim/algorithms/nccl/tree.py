@@ -7,9 +7,10 @@ Every rank but the root runs two sub-programs side by side, as NCCL's two thread
 parent, and *down* receives chunk i from its parent while it passes chunk i-1 to its
 children. The root combines chunk i from its children while it sends chunk i-1 back down.
 Chunks are ``chunk_size`` bytes per channel: NCCL's Tree chunk with the Simple protocol,
-512 KiB, by default (notes §3.2). Under LL and LL128 the plan sets NCCL's chunk for the call,
-``window`` (8 chunks in flight per connection, sends ordered) and ``units`` (a chunk forwarded
-per warp inside a node, whole across nodes): :func:`_relay_units`.
+512 KiB, by default (notes §3.2). Given ``units`` (and ``window``, chunks in flight per
+connection), sends are ordered and a chunk is forwarded in units inside a node and whole
+across nodes (:func:`_relay_units`); under LL and LL128 a ``window`` makes the plan set
+NCCL's chunk for the call and one unit per warp.
 
 **Chunk cap.** A lane runs at most ``K = ⌈(D-1)·16⌉`` chunks, D = 2 × the depth of its
 tree in hops (a chunk goes up and back down); beyond that the chunks are made larger. For a
@@ -76,10 +77,10 @@ def _lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int, lane
     regions = [chunk_region(offset, count, chunks, i) for i in range(chunks)]
     tags = lane_tags(lanes, lane)
     up, down = tags.phase(0), tags.phase(1)
-    window, units = int(job.params.get("window", WINDOW)), int(job.params.get("units", 1))
+    window, units = int(job.params.get("window", WINDOW)), job.params.get("units")
     node = job.node_of(rank)
-    flow = {"window": window, "units": units,
-            "whole": lambda peer: job.node_of(peer) != node} if units > 1 else \
+    flow = {"window": window, "units": int(units),
+            "whole": lambda peer: job.node_of(peer) != node} if units is not None else \
         {"window": window}
     if parent is None:  # the root turns each chunk around
         yield from relay_steps(regions, [(child, up, True) for child in children],
