@@ -20,7 +20,8 @@ from collsim.output.linkload import link_loads
 from collsim.program import Job
 from collsim.recorded import record_call
 from collsim.simulate import make_job, simulate
-from tests.test_nccl_algorithms import DTYPES, OPS, nodes_of
+from tests.helpers import uneven_nodes
+from tests.test_nccl_algorithms import DTYPES, OPS
 
 COUNTS = (0, 1, 7, 3, 37)
 
@@ -45,7 +46,7 @@ def test_allreduce_data_across_uneven_nodes_through_network_switches():
         itemsize = np.dtype(dtype).itemsize
         job = Job("allreduce", p, (0, 1, p + 3, 4 * p + 1)[p % 4], itemsize,
                   params={"channels": 1 + p % 3, "chunk_size": itemsize * (1 + p % 5)},
-                  nodes=nodes_of(p, p))
+                  nodes=uneven_nodes(p, p))
         declared = nvls_allreduce_job(job)
         nodes = len(set(job.nodes))
         assert len(declared.helpers) == (nodes + max(job.nodes.count(k) for k in set(job.nodes))

@@ -19,7 +19,8 @@ from collsim.hardware.topology import switch
 from collsim.nccl.layout import double_tree
 from collsim.program import Job, Parallel, Recv, Send
 from collsim.simulate import make_job, simulate
-from tests.test_nccl_algorithms import CLUSTER, DTYPES, OPS, nodes_of
+from tests.helpers import uneven_nodes
+from tests.test_nccl_algorithms import CLUSTER, DTYPES, OPS
 
 DECLARE = {"nvls_tree": nvls_tree_job, "collnet_direct": collnet_direct_job,
            "collnet_chain": collnet_chain_job}
@@ -32,7 +33,7 @@ def test_data_for_1_to_40_ranks_on_one_node_uneven_nodes_and_one_gpu_per_node(na
         dtype = DTYPES[p % len(DTYPES)]
         itemsize = np.dtype(dtype).itemsize
         # Uneven nodes for every p; one node and one GPU per node for every other p.
-        layouts = (nodes_of(p, p), () if p % 2 else tuple(range(p)))
+        layouts = (uneven_nodes(p, p), () if p % 2 else tuple(range(p)))
         for shape, nodes in enumerate(layouts):
             op = OPS[(p + shape) % len(OPS)]
             count = (0, 1, p + 3, 3 * p + 7, 37)[(p + shape) % 5]
@@ -50,7 +51,7 @@ def test_data_through_two_level_sharp_trees(name):
                "collnet_chain": collnet_chain_job}[name]
     program = REGISTRY["allreduce", name].program
     for p in range(2, 41, 3):
-        nodes = nodes_of(p, 7 * p)
+        nodes = uneven_nodes(p, 7 * p)
         job = Job("allreduce", p, (1, p + 3, 4 * p + 1)[p % 3], 8, nodes=nodes,
                   params={"channels": 1 + p % 3, "chunk_size": 8 * (1 + p % 4)})
         declared = declare(job, lambda head, nodes=nodes: f"leaf{nodes[head] // 2}")

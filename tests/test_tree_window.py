@@ -20,7 +20,8 @@ from collsim.hardware.topology import switch
 from collsim.program import Job, Parallel, Recv, Send
 from collsim.simulate import simulate
 from collsim.tags import Tags
-from tests.test_nccl_algorithms import DTYPES, OPS, nodes_of
+from tests.helpers import uneven_nodes
+from tests.test_nccl_algorithms import DTYPES, OPS
 
 MODULES = (nccl_tree, nvls_tree, collnet)
 DECLARE = {"nccl_tree": lambda job: job, "nvls_tree": nvls_tree_job,
@@ -64,7 +65,7 @@ def test_data_with_nccls_window_for_many_ranks_and_uneven_nodes(name, monkeypatc
     for p in range(2, 26):
         dtype = DTYPES[p % len(DTYPES)]
         itemsize = np.dtype(dtype).itemsize
-        for shape, nodes in enumerate((nodes_of(p, 3 * p), tuple(range(p)))):
+        for shape, nodes in enumerate((uneven_nodes(p, 3 * p), tuple(range(p)))):
             count = (5 * p + 3, 40 + p)[shape]  # one element a chunk: 12 to 80 chunks
             job = Job("allreduce", p, count, itemsize, nodes=nodes,
                       params={"channels": 1 + (p + shape) % 3, "chunk_size": itemsize})
