@@ -79,18 +79,18 @@ def _lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int, lane
     up, down = tags.phase(0), tags.phase(1)
     window, units = int(job.params.get("window", WINDOW)), job.params.get("units")
     node = job.node_of(rank)
-    flow = {"window": window, "units": int(units),
-            "whole": lambda peer: job.node_of(peer) != node} if units is not None else \
-        {"window": window}
+    pipelining = {"window": window, "units": int(units),
+                  "whole": lambda peer: job.node_of(peer) != node} if units is not None \
+        else {"window": window}
     if parent is None:  # the root turns each chunk around
         yield from relay_steps(regions, [(child, up, True) for child in children],
-                               [(child, down) for child in children], lane, **flow)
+                               [(child, down) for child in children], lane, **pipelining)
         return
     yield Parallel([
         relay_steps(regions, [(child, up, True) for child in children], [(parent, up)], lane,
-                    **flow),
+                    **pipelining),
         relay_steps(regions, [(parent, down, False)], [(child, down) for child in children], lane,
-                    **flow),
+                    **pipelining),
     ])
 
 
