@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from collsim.algorithms import get_algorithm
 from collsim.algorithms.chain import window_pipeline_time
 from collsim.algorithms.nccl.channels import pipeline_units, tree_chunk_bytes
-from collsim.algorithms.nccl.ring import window_chunk_cap
+from collsim.algorithms.nccl.switches import chunk_cap
 from collsim.engine.data import check_algorithm
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.topology import switch
@@ -59,7 +59,7 @@ def test_on_the_switch_the_window_pipeline_takes_its_closed_form(p, window, unit
     """Equal units: exact when the window covers the latency, else at most the closed form
     (whose steady gap for a stalled window is an upper bound)."""
     machine = switch("s", p, LATENCY, BANDWIDTH, REDUCE)
-    chunks = min(chunks, window_chunk_cap(p - 1))
+    chunks = min(chunks, chunk_cap(p))
     size = 4 * per_unit * units * chunks
     params = {"chunk_size": 4 * per_unit * units, "window": window, "units": units}
     result = simulate(machine, collective, "ring", p, size, params)

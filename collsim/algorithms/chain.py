@@ -8,13 +8,12 @@ rank).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from itertools import accumulate
+from collections.abc import Sequence
 
 from collsim.algorithms.chunks import chunk_count, chunk_region, cost_chunks
 from collsim.algorithms.order import rooted_order
 from collsim.algorithms.registry import Cost, register
-from collsim.program import Job, Op, Parallel, Program, Recv, Send
+from collsim.program import Job, Op, Program, Recv, Send
 from collsim.tags import TAGS, Tags
 
 CHAIN_SOURCE = "Thakur, Rabenseifner & Gropp 2005; Pješivac-Grbović et al. 2007 (pipeline)"
@@ -44,55 +43,6 @@ def chain_steps(rank: int, job: Job, chain: Sequence[int], reduce: bool, tags: T
                             reduce=reduce, lane=lane))
         if ops:
             yield tuple(ops)
-
-
-def window_chain_steps(rank: int, chain: Sequence[int], reduce: bool, tags: Tags,
-                       chunks: Sequence[Sequence[tuple[int, int]]], lane: int, window: int,
-                       whole: Callable[[int, int], bool] = lambda a, b: False) -> Program:
-    """Pipeline ``chunks`` down ``chain`` with up to ``window`` of them in flight on each
-    hop; a chunk is a list of contiguous units (regions), forwarded unit by unit on a hop
-    unless ``whole(sender, receiver)`` says that hop moves whole chunks (NCCL's network
-    proxy sends a step once all of it is in its buffer). The pieces a rank relays (units,
-    or chunks when either of its hops moves them whole) are dealt to ``window`` slots, each
-    relaying its pieces in turn (receive, then forward while receiving its next); the sends
-    of a hop go in order on their connection (``Send.ordered``), so a piece's latency
-    overlaps the next pieces' bytes. Unit i of the whole pipeline has tag ``tags[i]``; a
-    whole chunk has the tag of its first unit."""
-    pos = chain.index(rank)
-    prev = chain[pos - 1] if pos > 0 else None
-    succ = chain[pos + 1] if pos + 1 < len(chain) else None
-    whole_in = prev is not None and whole(prev, rank)
-    whole_out = succ is not None and whole(rank, succ)
-    first = list(accumulate((len(chunk) for chunk in chunks[:-1]), initial=0))
-    if whole_in or whole_out:
-        pieces = [list(range(f, f + len(chunk))) for f, chunk in zip(first, chunks, strict=True)]
-    else:
-        pieces = [[i] for i in range(sum(len(chunk) for chunk in chunks))]
-    units = [unit for chunk in chunks for unit in chunk]
-
-    def moved(piece: list[int], as_whole: bool) -> list[tuple[int, int, int]]:
-        """(tag index, offset, count) of each message carrying ``piece`` on a hop."""
-        if as_whole:
-            return [(piece[0], units[piece[0]][0], sum(units[i][1] for i in piece))]
-        return [(i, *units[i]) for i in piece]
-
-    def slot(mine: list[list[int]]) -> Program:
-        for j in range(len(mine) + 1):
-            ops: list[Op] = []
-            if succ is not None and j >= 1:
-                ops += [Send(succ, tags[i], offset, count, lane=lane, ordered=True)
-                        for i, offset, count in moved(mine[j - 1], whole_out)]
-            if prev is not None and j < len(mine):
-                ops += [Recv(prev, tags[i], offset, count, reduce=reduce, lane=lane)
-                        for i, offset, count in moved(mine[j], whole_in)]
-            if ops:
-                yield tuple(ops)
-
-    slots = [slot(pieces[s::window]) for s in range(min(window, len(pieces)))]
-    if len(slots) == 1:
-        yield from slots[0]
-    elif slots:
-        yield Parallel(slots)
 
 
 def window_pipeline_time(hops: int, k: int, alpha: float, send_time: float,

@@ -155,21 +155,16 @@ class Fabric:
         ``on_done(token)`` on delivery. ``route``, if given, is the (channels, latency,
         bottleneck) to use instead of the cached route (a route through virtual links).
         ``line``, if given, names the connection the transfer goes in order on (module
-        docstring): it waits while another transfer of that line moves bytes."""
-        if line is not None:
+        docstring): it waits while another transfer of that line moves bytes. (Given a
+        :class:`Line` itself, the line's next transfer starts now.)"""
+        if line is not None and type(line) is not Line:
             queue = self._lines.get(line)
             if queue is not None:
                 queue.waiting.append((src, dst, size, on_done, token, route))
                 return
-            queue = self._lines[line] = Line(line)
-            self._start(src, dst, size, on_done, token, route, queue)
-            return
-        self._start(src, dst, size, on_done, token, route, None)
-
-    def _start(self, src: int, dst: int, size: float, on_done: Callable[[object], None],
-               token: object, route: tuple[tuple[Channel, ...], float, float] | None,
-               line: Line | None) -> None:
-        """Start moving a transfer's bytes now (:meth:`transfer`)."""
+            queue = Line(line)
+            self._lines[line] = queue
+            line = queue
         if route is None:
             route = self._routes.get(src * self._stride + dst)
         channels, latency, bottleneck = route if route else self.route(src, dst)
@@ -311,7 +306,7 @@ class Fabric:
         one, or close the line."""
         if line.waiting:
             src, dst, size, on_done, token, route = line.waiting.popleft()
-            self._start(src, dst, size, on_done, token, route, line)
+            self.transfer(src, dst, size, on_done, token, route, line)
         else:
             del self._lines[line.key]
 

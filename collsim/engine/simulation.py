@@ -335,13 +335,10 @@ class Call:
                         orbits.target(receiver.rank, key)
                     route = self._capped_route(sender.gpu, target, send.lane) if capped \
                         else None
-                    if send.ordered:  # in order on its connection: one line per call
-                        transfer(sender.gpu, target, send.count * itemsize, delivered,
-                                 (sender, receiver, recv), route,
-                                 (self, sender.gpu, target, send.lane))
-                    else:
-                        transfer(sender.gpu, target, send.count * itemsize, delivered,
-                                 (sender, receiver, recv), route)
+                    # An ordered send goes in order on its connection, one line per call.
+                    line = (self, sender.gpu, target, send.lane) if send.ordered else None
+                    transfer(sender.gpu, target, send.count * itemsize, delivered,
+                             (sender, receiver, recv), route, line)
                 if batch:
                     fabric.release()
                 state.posting = False

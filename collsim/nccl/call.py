@@ -53,6 +53,12 @@ class Plan:
     channels: int | None
 
 
+def gpus_per_node(topology: Topology, gpus: Sequence[int]) -> Counter:
+    """How many of ``gpus`` each node holds (one node when the machine names none)."""
+    return Counter(topology.node_of[g] for g in gpus) if topology.node_of \
+        else Counter({0: len(gpus)})
+
+
 def canonical_algorithm(collective: str, name: Any) -> Any:
     """collsim's name for an algorithm as a user typed it: ``auto`` and ``best`` in any case,
     and NCCL's ``NCCL_ALGO`` spellings of its algorithms (``Tree``, ``NVLSTree``, ``RING``);
@@ -143,14 +149,12 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
         # forwarded in units inside a node and whole across nodes. Not the default: on the
         # published runs it brings InfiniBand clusters closer and AWS EFA and GCP TCPXO
         # further (docs/nccl.md, "LL and LL128").
-        per_node = (Counter(topology.node_of[g] for g in gpus) if topology.node_of
-                    else {0: len(gpus)})
         params.setdefault("chunk_size", tree_chunk_bytes(protocol, size, int(channels),
-                                                         len(per_node), len(gpus)))
+                                                         len(gpus_per_node(topology, gpus)),
+                                                         len(gpus)))
         params.setdefault("units", pipeline_units(protocol))
     if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
-        per_node = (Counter(topology.node_of[g] for g in gpus) if topology.node_of
-                    else {0: len(gpus)})
+        per_node = gpus_per_node(topology, gpus)
         params["chunk_size"] = nvls_chunk_bytes(algorithm, size, int(channels),
                                                 max(per_node.values(), default=1), len(per_node))
     try:

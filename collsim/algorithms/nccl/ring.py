@@ -23,19 +23,13 @@ with L loops: L times the latency terms).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from functools import partial
 from itertools import chain
 
 import numpy as np
 
-from collsim.algorithms.chain import (
-    CHAIN_TEXT,
-    chain_steps,
-    window_chain_steps,
-    window_pipeline_time,
-)
+from collsim.algorithms.chain import CHAIN_TEXT, chain_steps, window_pipeline_time
 from collsim.algorithms.chunks import chunk_region
 from collsim.algorithms.nccl.channels import (
     SIMPLE_STEP_BYTES,
@@ -46,6 +40,8 @@ from collsim.algorithms.nccl.channels import (
     ring_loops,
     side_by_side,
 )
+from collsim.algorithms.nccl.switches import chunk_cap
+from collsim.algorithms.nccl.tree import relay_steps
 from collsim.algorithms.registry import Cost, register
 from collsim.algorithms.ring import (
     RING_SOURCE,
@@ -65,8 +61,6 @@ from collsim.tags import Tags
 
 NCCL_SOURCE = "NCCL src/device/all_reduce.h runRing, src/graph/connect.cc (notes §2.5, §3.3, §3.7)"
 PARAMS = ("channels", "chunk_size")
-# A windowed pipeline runs at most ⌈hops/WINDOW_FILL_ERROR⌉ chunks (window_chunk_cap).
-WINDOW_FILL_ERROR = 1 / 64
 
 
 def _ring_lanes(layout: Layout) -> Lanes:
@@ -314,26 +308,22 @@ def _pipeline_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: 
         yield from chain_steps(rank, job, order, to_root, lane_tags(lanes, lane),
                                (offset, count), chunks, lane)
         return
-    chunks = min(chunks, window_chunk_cap(len(order) - 1))
-    split = int(job.params.get("units", 1))
-    pieces = [[chunk_region(start, length, split, u) for u in range(split)]
-              for start, length in (chunk_region(offset, count, chunks, i)
-                                    for i in range(chunks))]
-    yield from window_chain_steps(rank, order, to_root, lane_tags(lanes, lane), pieces, lane,
-                                  window, lambda a, b: job.node_of(a) != job.node_of(b))
-
-
-def window_chunk_cap(hops: int) -> int:
-    """Chunks a windowed pipeline over ``hops`` hops runs at most: with fewer, larger chunks
-    its fill, ``hops`` chunk times, grows by at most :data:`WINDOW_FILL_ERROR` of the
-    streaming time."""
-    return max(1, math.ceil(hops / WINDOW_FILL_ERROR))
+    # At most chunk_cap(p) chunks: the fill of p-1 hops grows by at most 1/64 of streaming.
+    chunks = min(chunks, chunk_cap(len(order)))
+    regions = [chunk_region(offset, count, chunks, i) for i in range(chunks)]
+    pos, tags, node = order.index(rank), lane_tags(lanes, lane), job.node_of(rank)
+    receive = [(order[pos - 1], tags, to_root)] if pos > 0 else []
+    send = [(order[pos + 1], tags)] if pos + 1 < len(order) else []
+    yield from relay_steps(regions, receive, send, lane, window,
+                           units=int(job.params.get("units", 1)),
+                           whole=lambda peer: job.node_of(peer) != node)
 
 
 def _pipeline_cost(c: Cost, combine: bool) -> float:
     """(p-2+k)·(α + n/k·(β + γ)) with k = ⌈n / (channels · chunk)⌉ (NCCL's Simple step
     of 512 KiB by default), γ only if ``combine``; with a window of w > 1 chunks in flight
-    per hop, k capped (:func:`window_chunk_cap`) and the chunks timed by
+    per hop, k capped (:func:`~collsim.algorithms.nccl.switches.chunk_cap`) and the chunks
+    timed by
     :func:`~collsim.algorithms.chain.window_pipeline_time`."""
     if c.p == 1:
         return 0.0
@@ -342,7 +332,7 @@ def _pipeline_cost(c: Cost, combine: bool) -> float:
     k = max(1, -(-int(c.n) // int(channels * chunk)))
     window = int(c.params.get("window", 1))
     if window > 1:  # on one node every hop moves units
-        k = min(k, window_chunk_cap(c.p - 1)) * int(c.params.get("units", 1))
+        k = min(k, chunk_cap(c.p)) * int(c.params.get("units", 1))
         return window_pipeline_time(c.p - 1, k, c.alpha, c.n / k * c.beta,
                                     c.n / k * c.gamma * combine, window)
     return (c.p - 2 + k) * (c.alpha + c.n / k * (c.beta + c.gamma * combine))
