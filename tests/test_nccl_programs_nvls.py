@@ -72,13 +72,14 @@ def test_closed_forms_on_the_ideal_switch_for_channels_and_chunk_caps(collective
 
 
 def test_the_allreduce_form_by_hand():
-    # 4 chunks of c = n/4, slices s = c/8; steps j = 0..6 carry (up, down): (c, 0), (c, s),
-    # (c + s, s), (c + s, s + c), (s, s + c), (s, c), (0, c): each link's flows share it, so
-    # a step takes L + the larger side / B: 7 L + (4c + 3(c + s)) / B.
+    # NCCL's loop is heads x chunk = 8 x 128 KiB: 4 chunks of c = n/4, slices s = c/8; steps
+    # j = 0..6 carry (up, down): (c, 0), (c, s), (c + s, s), (c + s, s + c), (s, s + c),
+    # (s, c), (0, c): each link's flows share it, so a step takes L + the larger side / B:
+    # 7 L + (4c + 3(c + s)) / B.
     machine = switch("ideal", 8, LATENCY, BANDWIDTH)
     n = 4 * 2**20
     c, s = n / 4, n / 32
-    result = simulate(machine, "allreduce", "nvls", 8, n, {"chunk_size": 2**20})
+    result = simulate(machine, "allreduce", "nvls", 8, n, {"chunk_size": 2**17})
     assert result.time_s == pytest.approx(7 * LATENCY + (4 * c + 3 * (c + s)) / BANDWIDTH,
                                           rel=1e-12)
 
