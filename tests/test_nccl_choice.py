@@ -175,11 +175,12 @@ def test_broadcast_is_a_ring_with_one_step_of_latency():
     assert {x.algorithm for x in c.candidates} == {"ring"}
 
 
-def test_b200_node_uses_nvls_from_4_mib_on_32_channels():
+def test_b200_node_uses_nvls_from_4_mib_on_24_channels():
     # NVLS 8 x 80/90: min(80 x .74 x 7/8 x 2 = 103.6, 90) x 8 = 720 x 8/14: 25 + 10.2 = 35.2.
     # Ring LL: min(282, 720/2) x 8/14: 15 + 26.0; Ring LL128 min(662.4, 16 x 40) x 8/14: 52.1.
     c = choose(DGX_B200, "allreduce", 4 * MiB)
-    assert (c.algorithm, c.protocol, c.channels) == ("nvls", "Simple", 32)
+    # One NVLink domain on SM100 runs 24 NVLS channels (nvls.cc NVLS_NCHANNELS_SM100_NVL).
+    assert (c.algorithm, c.protocol, c.channels) == ("nvls", "Simple", 24)
     assert us(c) == pytest.approx(25 + 4 * MiB / (1000 * 720 * 8 / 14))
 
 

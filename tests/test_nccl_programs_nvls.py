@@ -71,6 +71,16 @@ def test_closed_forms_on_the_ideal_switch_for_channels_and_chunk_caps(collective
                 assert result.time_s == pytest.approx(result.analytic_time_s, rel=1e-9)
 
 
+def test_an_allreduce_loop_is_every_heads_chunk_and_a_node_has_at_most_32_heads():
+    # runNvls moves heads x chunk a channel per loop; 40 GPUs have 32 heads, so 160 chunks
+    # are 5 loops (with 40 heads they would be 4), each 4p messages: up, partial, result, down.
+    machine = switch("ideal", 40, LATENCY, BANDWIDTH, REDUCE)
+    unit = 4 * 64 * 40  # slices of whole elements, as the closed form assumes
+    result = simulate(machine, "allreduce", "nvls", 40, 160 * unit, {"chunk_size": unit})
+    assert result.transfers == 4 * 40 * 5
+    assert result.time_s == pytest.approx(result.analytic_time_s, rel=1e-9)
+
+
 def test_the_allreduce_form_by_hand():
     # NCCL's loop is heads x chunk = 8 x 128 KiB: 4 chunks of c = n/4, slices s = c/8; steps
     # j = 0..6 carry (up, down): (c, 0), (c, s), (c + s, s), (c + s, s + c), (s, s + c),

@@ -55,12 +55,12 @@ def test_dgx_h100():
 def test_dgx_b200():
     # 721.8 per GPU. Ring: 90 fits 8 (720); lower speeds give no more than 720 until
     # 40/90 < 0.49 -> 8 x 90, duplicated -> 16 x 45. NVLS: 9 bw <= 721.8 -> 80; bwInter -> 90.
-    # Runtime: 2 x 16 = 32, NVLS 32 channels on SM100.
+    # Runtime: 2 x 16 = 32; NVLS 24 channels on one SM100 NVLink domain (32 across nodes).
     g = search(DGX_B200)
     assert figures(g.ring) == ("RING", 16, 45.0, 45.0)
     assert figures(g.tree) == ("BALANCED_TREE", 16, 45.0, 45.0)
     assert figures(g.nvls) == ("NVLS", 8, 80.0, 90.0)
-    assert g.channels == 32 and g.nvls_channels == 32
+    assert g.channels == 32 and g.nvls_channels == 24
 
 
 def test_h100_nodes_with_eight_400g_nics():
@@ -125,7 +125,7 @@ def test_a_72_gpu_nvlink_domain_is_one_node():
     g = search(NcclSystem(arch=100, gpus_per_node=72, nvlink_links=18, nvls=True))
     assert figures(g.nvls) == ("NVLS", 32, 20.0, 40.0)
     assert figures(g.ring) == ("RING", 16, 45.0, 45.0)
-    assert g.nvls_channels == 32
+    assert g.nvls_channels == 24  # one SM100 NVLink domain (NVLS_NCHANNELS_SM100_NVL)
 
 
 def test_four_nics_per_node():

@@ -23,7 +23,7 @@ from collsim.algorithms.nccl.channels import (
     ring_chunk_bytes,
     tree_chunk_bytes,
 )
-from collsim.algorithms.nccl.switches import nvls_chunk_bytes
+from collsim.algorithms.nccl.switches import nvls_chunk_bytes, nvls_heads
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
@@ -155,8 +155,9 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
         params.setdefault("units", pipeline_units(protocol))
     if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
         per_node = gpus_per_node(topology, gpus)
-        params["chunk_size"] = nvls_chunk_bytes(algorithm, size, int(channels),
-                                                max(per_node.values(), default=1), len(per_node))
+        heads = nvls_heads(max(per_node.values(), default=1))
+        params["chunk_size"] = nvls_chunk_bytes(algorithm, size, int(channels), heads,
+                                                len(per_node))
     try:
         model = cost_model(topology, algorithm, protocol, gpus)
     except InputError as exc:  # a protocol the family does not run (NVLS: Simple only)

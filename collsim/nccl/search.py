@@ -110,10 +110,17 @@ def search(system: NcclSystem) -> Graphs:
     channels = _runtime_channels(system, ring, tree, collnet_chain)
     nvls_channels = 0
     if nvls is not None:
-        nvls_channels = system.nvls_channels or (
-            C.NVLS_CHANNELS_SM100 if system.arch >= 100 else C.NVLS_CHANNELS_SM90)
+        nvls_channels = system.nvls_channels or default_nvls_channels(system)
         channels = max(channels, nvls_channels)
     return Graphs(ring, tree, nvls, collnet_direct, collnet_chain, channels, nvls_channels)
+
+
+def default_nvls_channels(system: NcclSystem) -> int:
+    """NCCL's NVLS channel count (``ncclNvlsTuning`` before its SM100 NVLSTree tuning of 2.30):
+    16 before SM100; from SM100 24 on one NVLink domain, 32 across nodes."""
+    if system.arch < 100:
+        return C.NVLS_CHANNELS_SM90
+    return C.NVLS_CHANNELS_SM100_NVL if system.nodes == 1 else C.NVLS_CHANNELS_SM100
 
 
 def tree_pattern(system: NcclSystem) -> str:

@@ -5,8 +5,9 @@ Every node's NVSwitch is a helper rank. Per channel NCCL moves chunks of 128 KiB
 (``NCCL_NVLS_CHUNKSIZE``); all channels carry equal pieces over the same links, so they run
 as one lane of weight ``channels``. An allreduce goes in loops of ``heads × chunk_size`` a
 channel (``runNvls``'s ``loopCount``: every head of the node reduces one chunk of each loop),
-so its pipeline's chunk is ``channels × heads × chunk_size``: on a 72-GPU domain a loop is
-72 times NCCL's chunk, and a call of 1 GiB is a few loops whose fill shows.
+so its pipeline's chunk is ``channels × heads × chunk_size`` (a node has one head per GPU, at
+most 32): on a 64-GPU domain a loop is 32 times NCCL's chunk a channel, and a call of 1 GiB
+is a few dozen loops whose fill shows.
 
 - **allreduce, one node** (``multimem.ld_reduce`` then ``multimem.st``): each GPU sends
   chunk i to the switch, which combines the copies and returns slice g of the sum to GPU g
@@ -43,6 +44,7 @@ from collsim.algorithms.nccl.switches import (
     chunks,
     machine_sharp,
     node_groups,
+    nvls_heads,
     nvswitch_of,
     plan_sharp,
     receive_each,
@@ -78,7 +80,7 @@ def head(ranks: tuple[int, ...], h: int) -> int:
 def lane_chunks(job: Job, stages: int) -> list[tuple[int, int]]:
     """The buffer's chunks, one per NCCL loop: ``channels × heads × chunk_size`` each (every
     head reduces ``chunk_size`` of it per channel), capped for ``stages`` hops."""
-    weight = channels_of(job) * heads_of(node_groups(job))
+    weight = channels_of(job) * nvls_heads(heads_of(node_groups(job)))
     k = chunks(job.count, weight, chunk_elements(job), stages)
     return regions(0, job.count, k)
 
@@ -88,10 +90,11 @@ ONE_NODE_STAGES = 4  # up, the loaded slice down, the stored slice up, the multi
 
 def one_node_cost(c: Cost) -> float:
     """One node: k + 3 steps, step j paying α/2 and the larger of the bytes up and down
-    (:func:`one_node_step_bytes`), k chunks of channels × p × chunk_size (at most 192)."""
+    (:func:`one_node_step_bytes`), k chunks of channels × heads × chunk_size (heads = p, at
+    most 32; k at most 192)."""
     if c.p == 1:
         return 0.0
-    k = _cost_chunks(c, c.n, ONE_NODE_STAGES, heads=c.p)
+    k = _cost_chunks(c, c.n, ONE_NODE_STAGES, heads=nvls_heads(c.p))
     return sum(c.alpha / 2 + max(one_node_step_bytes(j, k, c.n / k, c.p)) * c.beta
                for j in range(k + 3))
 
@@ -294,7 +297,8 @@ def _prepare_allreduce(job: Job, topology: Any, gpus: list[int]) -> Job:
 
 
 PARAMS = ("channels", "chunk_size")
-ONE_NODE_FORM = ("one node, k = min(⌈n/(channels·p·chunk)⌉, 192) chunks of c = n/k: k+3 steps, "
+ONE_NODE_FORM = ("one node, k = min(⌈n/(channels·min(p, 32)·chunk)⌉, 192) chunks of c = n/k: "
+                 "k+3 steps, "
                  "step j paying α/2 + β·max(bytes up, bytes down); for k ≥ 3: "
                  "(k+3)·α/2 + (4 + (k-1)(1 + 1/p))·c·β (a GPU-switch hop is half a GPU-GPU "
                  "message; chunk 128 KiB by default)")
