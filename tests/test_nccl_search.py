@@ -128,6 +128,21 @@ def test_a_72_gpu_nvlink_domain_is_one_node():
     assert g.nvls_channels == 24  # one SM100 NVLink domain (NVLS_NCHANNELS_SM100_NVL)
 
 
+def test_sm100_runs_24_nvls_channels_on_one_domain_and_32_across_nodes():
+    # nvls.cc ncclNvlsTuning: NVLS_NCHANNELS_SM100_NVL on one node, NVLS_NCHANNELS_SM100 on
+    # several (before 2.30's NVLSTree tuning); SM90 16 either way.
+    rack = NcclSystem(arch=100, gpus_per_node=72, nvlink_links=18, nvls=True)
+    racks = NcclSystem(arch=100, nodes=2, gpus_per_node=72, nvlink_links=18, nvls=True,
+                       nics_per_node=72, nic_bandwidth=50)
+    hopper = NcclSystem(arch=90, nodes=2, gpus_per_node=8, nvlink_links=18, nvls=True,
+                        nics_per_node=8, nic_bandwidth=50)
+    assert search(rack).nvls_channels == 24
+    assert search(racks).nvls_channels == 32
+    assert search(hopper).nvls_channels == 16
+    assert search(NcclSystem(arch=100, gpus_per_node=72, nvlink_links=18, nvls=True,
+                             nvls_channels=12)).nvls_channels == 12
+
+
 def test_four_nics_per_node():
     # 48: one channel per NIC -> 4 x 48 = 192; 24 (24/48 = 0.5): 8 x 24 = 192, not better;
     # 22/48 < 0.49 stops. 4 channels are not > 4, so they are duplicated -> 8 x 24.
