@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from collsim.algorithms import REGISTRY
-from collsim.algorithms.nccl.nvls import nvls_allreduce_job, nvls_one_node_job
+from collsim.algorithms.nccl.nvls import lane_chunks, nvls_allreduce_job, nvls_one_node_job
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.engine.costs import IDEAL
 from collsim.engine.data import check_algorithm
@@ -71,25 +71,28 @@ def test_closed_forms_on_the_ideal_switch_for_channels_and_chunk_caps(collective
                 assert result.time_s == pytest.approx(result.analytic_time_s, rel=1e-9)
 
 
-def test_an_allreduce_loop_is_every_heads_chunk_and_a_node_has_at_most_32_heads():
-    # runNvls moves heads x chunk a channel per loop; 40 GPUs have 32 heads, so 160 chunks
-    # are 5 loops (with 40 heads they would be 4), each 4p messages: up, partial, result, down.
+def test_one_node_streams_by_chunk_and_across_nodes_a_loop_is_every_heads_chunk():
+    # One node: the pipeline's unit is a channel's chunk, so 160 chunks are 160 steps of 4p
+    # messages (up, partial, result, down). Across nodes it is NCCL's loop, heads x chunk a
+    # channel, with at most 32 heads: 40 GPUs a node make 160 chunks 5 loops (4 with 40).
     machine = switch("ideal", 40, LATENCY, BANDWIDTH, REDUCE)
     unit = 4 * 64 * 40  # slices of whole elements, as the closed form assumes
     result = simulate(machine, "allreduce", "nvls", 40, 160 * unit, {"chunk_size": unit})
-    assert result.transfers == 4 * 40 * 5
+    assert result.transfers == 4 * 40 * 160
     assert result.time_s == pytest.approx(result.analytic_time_s, rel=1e-9)
+    job = Job("allreduce", 80, 160 * unit // 4, params={"chunk_size": unit},
+              nodes=tuple(r // 40 for r in range(80)))
+    assert len(lane_chunks(job, 6)) == 5
 
 
 def test_the_allreduce_form_by_hand():
-    # NCCL's loop is heads x chunk = 8 x 128 KiB: 4 chunks of c = n/4, slices s = c/8; steps
-    # j = 0..6 carry (up, down): (c, 0), (c, s), (c + s, s), (c + s, s + c), (s, s + c),
-    # (s, c), (0, c): each link's flows share it, so a step takes L + the larger side / B:
-    # 7 L + (4c + 3(c + s)) / B.
+    # 4 chunks of c = n/4, slices s = c/8; steps j = 0..6 carry (up, down): (c, 0), (c, s),
+    # (c + s, s), (c + s, s + c), (s, s + c), (s, c), (0, c): each link's flows share it, so
+    # a step takes L + the larger side / B: 7 L + (4c + 3(c + s)) / B.
     machine = switch("ideal", 8, LATENCY, BANDWIDTH)
     n = 4 * 2**20
     c, s = n / 4, n / 32
-    result = simulate(machine, "allreduce", "nvls", 8, n, {"chunk_size": 2**17})
+    result = simulate(machine, "allreduce", "nvls", 8, n, {"chunk_size": 2**20})
     assert result.time_s == pytest.approx(7 * LATENCY + (4 * c + 3 * (c + s)) / BANDWIDTH,
                                           rel=1e-12)
 

@@ -4,10 +4,13 @@ src/device/all_reduce.h ``runNvls``, all_gather.h and reduce_scatter.h NVLS vari
 Every node's NVSwitch is a helper rank. Per channel NCCL moves chunks of 128 KiB
 (``NCCL_NVLS_CHUNKSIZE``); all channels carry equal pieces over the same links, so they run
 as one lane of weight ``channels``. An allreduce goes in loops of ``heads × chunk_size`` a
-channel (``runNvls``'s ``loopCount``: every head of the node reduces one chunk of each loop),
-so its pipeline's chunk is ``channels × heads × chunk_size`` (a node has one head per GPU, at
-most 32): on a 64-GPU domain a loop is 32 times NCCL's chunk a channel, and a call of 1 GiB
-is a few dozen loops whose fill shows.
+channel (``runNvls``, ``runNvlsTree``: ``loopCount``; every head of the node reduces one
+chunk of each loop; a node has one head per GPU, at most 32). On one node a loop streams:
+each GPU's scatter is a copy into its own share of the multicast buffer, and a head's
+multicast loads and stores overlap element by element, so the pipeline's unit is one
+channel's chunk (``channels × chunk_size`` for the lane). Across nodes a head sends its
+slice of a loop to the network as one step, so there the unit is the loop
+(``channels × heads × chunk_size``): a head's message is ``channels × chunk_size``.
 
 - **allreduce, one node** (``multimem.ld_reduce`` then ``multimem.st``): each GPU sends
   chunk i to the switch, which combines the copies and returns slice g of the sum to GPU g
@@ -78,10 +81,18 @@ def head(ranks: tuple[int, ...], h: int) -> int:
 
 
 def lane_chunks(job: Job, stages: int) -> list[tuple[int, int]]:
-    """The buffer's chunks, one per NCCL loop: ``channels × heads × chunk_size`` each (every
-    head reduces ``chunk_size`` of it per channel), capped for ``stages`` hops."""
+    """The buffer's chunks across nodes, one per NCCL loop: ``channels × heads ×
+    chunk_size`` each (every head sends ``chunk_size`` of it a channel to the network),
+    capped for ``stages`` hops."""
     weight = channels_of(job) * nvls_heads(heads_of(node_groups(job)))
     k = chunks(job.count, weight, chunk_elements(job), stages)
+    return regions(0, job.count, k)
+
+
+def stream_chunks(job: Job, stages: int) -> list[tuple[int, int]]:
+    """The buffer's chunks on one node, where loops stream: ``channels × chunk_size`` each,
+    capped for ``stages`` hops."""
+    k = chunks(job.count, channels_of(job), chunk_elements(job), stages)
     return regions(0, job.count, k)
 
 
@@ -90,11 +101,10 @@ ONE_NODE_STAGES = 4  # up, the loaded slice down, the stored slice up, the multi
 
 def one_node_cost(c: Cost) -> float:
     """One node: k + 3 steps, step j paying α/2 and the larger of the bytes up and down
-    (:func:`one_node_step_bytes`), k chunks of channels × heads × chunk_size (heads = p, at
-    most 32; k at most 192)."""
+    (:func:`one_node_step_bytes`), k chunks of channels × chunk_size (at most 192)."""
     if c.p == 1:
         return 0.0
-    k = _cost_chunks(c, c.n, ONE_NODE_STAGES, heads=nvls_heads(c.p))
+    k = _cost_chunks(c, c.n, ONE_NODE_STAGES)
     return sum(c.alpha / 2 + max(one_node_step_bytes(j, k, c.n / k, c.p)) * c.beta
                for j in range(k + 3))
 
@@ -108,11 +118,11 @@ def one_node_step_bytes(j: int, k: int, chunk: float, p: int) -> tuple[float, fl
     return up, down
 
 
-def _cost_chunks(c: Cost, n: float, stages: int = 2, heads: int = 1) -> int:
-    """The closed forms' chunk count for ``n`` bytes, ``heads`` × ``chunk_size`` a channel."""
+def _cost_chunks(c: Cost, n: float, stages: int = 2) -> int:
+    """The closed forms' chunk count for ``n`` bytes."""
     channels = int(c.params.get("channels", 1))
     chunk = float(c.params.get("chunk_size", NVLS_CHUNK_BYTES))
-    return min(max(1, -(-int(n) // int(channels * heads * chunk))), chunk_cap(stages))
+    return min(max(1, -(-int(n) // int(channels * chunk))), chunk_cap(stages))
 
 
 # ---------------------------------------------------------------- allreduce
@@ -229,7 +239,7 @@ def one_node_allreduce(rank: int, job: Job) -> Program:
     for the switch to multicast; every GPU and the switch (rank p) step together, step j
     moving chunk j up, slice j-1 down, slice j-2 up and chunk j-3 down."""
     p, width = job.nranks, job.count
-    cs = lane_chunks(job, ONE_NODE_STAGES)
+    cs = stream_chunks(job, ONE_NODE_STAGES)
     k = len(cs)
     piece = [slices(c, p) for c in cs]
     for j in range(k + 3):
@@ -297,8 +307,7 @@ def _prepare_allreduce(job: Job, topology: Any, gpus: list[int]) -> Job:
 
 
 PARAMS = ("channels", "chunk_size")
-ONE_NODE_FORM = ("one node, k = min(⌈n/(channels·min(p, 32)·chunk)⌉, 192) chunks of c = n/k: "
-                 "k+3 steps, "
+ONE_NODE_FORM = ("one node, k = min(⌈n/(channels·chunk)⌉, 192) chunks of c = n/k: k+3 steps, "
                  "step j paying α/2 + β·max(bytes up, bytes down); for k ≥ 3: "
                  "(k+3)·α/2 + (4 + (k-1)(1 + 1/p))·c·β (a GPU-switch hop is half a GPU-GPU "
                  "message; chunk 128 KiB by default)")
