@@ -23,13 +23,14 @@ from collsim.algorithms.nccl.channels import (
     ring_chunk_bytes,
     tree_chunk_bytes,
 )
-from collsim.algorithms.nccl.switches import nvls_chunk_bytes, nvls_heads
+from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
 from collsim.nccl.constants import NCCL_STEPS
 from collsim.nccl.names import ALGORITHMS, PROTOCOLS, algorithm_name, protocol_name
 from collsim.nccl.protocols import cost_model, nccl_figures
+from collsim.nccl.search import nvls_heads
 
 SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorithm
 # NCCL runs alltoall as grouped sends and receives, which its tuner does not model; auto runs

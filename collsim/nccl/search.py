@@ -98,7 +98,7 @@ def search(system: NcclSystem) -> Graphs:
     assert tree is not None
     nvls = None
     if system.nvls_capable:
-        heads = min(C.NVLS_MAX_ARITY, system.gpus_per_node)
+        heads = nvls_heads(system.gpus_per_node)
         single = system.nodes == 1
         nvls = _search(system, "NVLS", _nvls_fit(system), heads if single else 1, heads)
     collnet_direct = collnet_chain = None
@@ -113,6 +113,12 @@ def search(system: NcclSystem) -> Graphs:
         nvls_channels = system.nvls_channels or default_nvls_channels(system)
         channels = max(channels, nvls_channels)
     return Graphs(ring, tree, nvls, collnet_direct, collnet_chain, channels, nvls_channels)
+
+
+def nvls_heads(gpus_per_node: int) -> int:
+    """The NVLS heads of a node (the GPUs that reduce a share of every loop): one per GPU, at
+    most ``NCCL_MAX_NVLS_ARITY``."""
+    return min(C.NVLS_MAX_ARITY, gpus_per_node)
 
 
 def default_nvls_channels(system: NcclSystem) -> int:

@@ -15,6 +15,7 @@ from collsim.nccl.constants import (
     NCCL_STEPS,
 )
 from collsim.nccl.layout import Lanes, Layout, layout_of, machine_layout
+from collsim.nccl.tuning import log2i
 from collsim.program import Job, Parallel, Program, span
 from collsim.tags import TAGS, Tags
 
@@ -57,7 +58,7 @@ def tree_chunk_bytes(protocol: str, size: int, channels: int, nodes: int, ranks:
     chunk = ring_chunk_bytes("broadcast", protocol)
     if protocol == "LL128":
         ppn = ranks / max(1, nodes)
-        steps = 1 + (max(1, nodes).bit_length() - 1) + 0.1 * ppn
+        steps = 1 + log2i(max(1, nodes)) + 0.1 * ppn
         for factor, least in ((64, 131072), (16, 32768)):
             while size // (max(1, channels) * chunk) < steps * factor / ppn and chunk > least:
                 chunk //= 2

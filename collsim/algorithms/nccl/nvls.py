@@ -47,7 +47,6 @@ from collsim.algorithms.nccl.switches import (
     chunks,
     machine_sharp,
     node_groups,
-    nvls_heads,
     nvswitch_of,
     plan_sharp,
     receive_each,
@@ -62,6 +61,7 @@ from collsim.algorithms.nccl.switches import (
 from collsim.algorithms.nccl.tree import relay_steps
 from collsim.algorithms.registry import Cost, register
 from collsim.errors import InputError
+from collsim.nccl.search import nvls_heads
 from collsim.program import Copy, Job, Op, Parallel, Program, Recv, Reduce, Send, block
 from collsim.tags import TAGS
 
@@ -84,15 +84,13 @@ def lane_chunks(job: Job, stages: int) -> list[tuple[int, int]]:
     """The buffer's chunks across nodes, one per NCCL loop: ``channels × heads ×
     chunk_size`` each (every head sends ``chunk_size`` of it a channel to the network),
     capped for ``stages`` hops."""
-    weight = channels_of(job) * nvls_heads(heads_of(node_groups(job)))
-    k = chunks(job.count, weight, chunk_elements(job), stages)
-    return regions(0, job.count, k)
+    return stream_chunks(job, stages, nvls_heads(heads_of(node_groups(job))))
 
 
-def stream_chunks(job: Job, stages: int) -> list[tuple[int, int]]:
-    """The buffer's chunks on one node, where loops stream: ``channels × chunk_size`` each,
-    capped for ``stages`` hops."""
-    k = chunks(job.count, channels_of(job), chunk_elements(job), stages)
+def stream_chunks(job: Job, stages: int, heads: int = 1) -> list[tuple[int, int]]:
+    """The buffer's chunks on one node, where loops stream: ``channels × chunk_size`` each
+    (``heads`` times that for :func:`lane_chunks`), capped for ``stages`` hops."""
+    k = chunks(job.count, channels_of(job) * heads, chunk_elements(job), stages)
     return regions(0, job.count, k)
 
 

@@ -21,7 +21,6 @@ from collsim.hardware.topology import Topology
 from collsim.nccl.constants import (
     NVLS_CHUNK_BYTES,
     NVLS_CHUNK_RULES,
-    NVLS_MAX_ARITY,
     NVLS_TREE_CHUNK_RULES,
     NVLS_TREE_MAX_CHUNK,
 )
@@ -74,12 +73,6 @@ def slices(chunk: tuple[int, int], parts: int) -> list[tuple[int, int]]:
 def channels_of(job: Job) -> int:
     """The job's ``channels`` parameter (1 when unset)."""
     return int(job.params.get("channels", 1))
-
-
-def nvls_heads(gpus_per_node: int) -> int:
-    """The NVLS heads of a node (the GPUs that reduce a share of every loop): one per GPU, at
-    most ``NCCL_MAX_NVLS_ARITY``."""
-    return min(NVLS_MAX_ARITY, gpus_per_node)
 
 
 def nvls_chunk_bytes(algorithm: str, size: int, channels: int, heads: int, nodes: int) -> int:
