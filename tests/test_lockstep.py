@@ -4,17 +4,19 @@ link."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collsim.engine.costs import MessageCosts
+from collsim.engine.costs import MessageCosts, buffered
 from collsim.engine.lockstep import Exchange, run_lockstep
 from collsim.engine.timing import TimingEngine
 from collsim.hardware.loader import load_topology
 from collsim.hardware.topology import switch
+from collsim.nccl.protocols import cost_model
 from collsim.program import Job, Recv, Send
 from collsim.simulate import get_algorithm, make_job, simulate
 
@@ -42,15 +44,19 @@ def same(quick, full):
        collective=st.sampled_from(["allreduce", "allgather", "reducescatter"]),
        reduce_bandwidth=st.sampled_from([None, 37e9]),
        launch=st.sampled_from([0.0, 4.2e-6]), per_message=st.sampled_from([0.0, 1.3e-6]),
-       channel_cap=st.sampled_from([None, 23e9]), channels=st.integers(1, 4))
+       channel_cap=st.sampled_from([None, 23e9]), channels=st.integers(1, 4),
+       buffered=st.booleans())
 def test_lockstep_equals_events_on_a_switch(p, elements, collective, reduce_bandwidth,
-                                            launch, per_message, channel_cap, channels):
-    """Uneven blocks, empty blocks, combines, launch and per-message costs, channel caps and
-    merged channels: the lockstep path is taken on a switch and agrees to the bit."""
+                                            launch, per_message, channel_cap, channels,
+                                            buffered):
+    """Uneven blocks, empty blocks, combines, launch and per-message costs, channel caps,
+    merged channels and buffered sends: the lockstep path is taken on a switch and agrees
+    to the bit."""
     if collective != "allreduce":
         elements -= elements % p
     topology = switch("s", p, 0.7e-6, 90e9, reduce_bandwidth or float("inf"))
-    costs = MessageCosts(launch=launch, per_message=per_message, channel_cap=channel_cap)
+    costs = MessageCosts(launch=launch, per_message=per_message, channel_cap=channel_cap,
+                         send_buffer=math.inf if buffered else 0.0)
     quick, full = both(topology, collective, p, 4 * elements, {"channels": channels}, costs)
     assert quick.path == "lockstep"
     same(quick, full)
@@ -59,13 +65,16 @@ def test_lockstep_equals_events_on_a_switch(p, elements, collective, reduce_band
 @settings(max_examples=30, deadline=None)
 @given(p=st.integers(2, 20), per_rank=st.integers(0, 300),
        collective=st.sampled_from(["alltoall", "reducescatter"]),
-       reduce_bandwidth=st.sampled_from([None, 37e9]), launch=st.sampled_from([0.0, 4.2e-6]))
+       reduce_bandwidth=st.sampled_from([None, 37e9]), launch=st.sampled_from([0.0, 4.2e-6]),
+       buffered=st.booleans())
 def test_pairwise_steps_change_pattern_every_step_and_stay_exact(p, per_rank, collective,
-                                                                 reduce_bandwidth, launch):
+                                                                 reduce_bandwidth, launch,
+                                                                 buffered):
     """Pairwise exchange: a new pattern at every step, each port still its own rank's."""
     topology = switch("s", p, 0.7e-6, 90e9, reduce_bandwidth or float("inf"))
     quick, full = both(topology, collective, p, 4 * per_rank * p, {},
-                       MessageCosts(launch=launch), "pairwise")
+                       MessageCosts(launch=launch, send_buffer=math.inf if buffered else 0.0),
+                       "pairwise")
     assert quick.path == "lockstep"
     same(quick, full)
 
@@ -78,8 +87,51 @@ def test_lockstep_on_a_cluster_and_the_fallback_with_several_lanes():
     quick, full = both(topology, "allreduce", 24, 3 << 20, {"channels": 1})
     assert quick.path == "lockstep"
     same(quick, full)
+    # Buffered sends, hops of unequal latency (NVLink in a node, the NIC between): still
+    # to the bit. NCCL's bounded buffers (a send waits for room) take the events.
+    costs = MessageCosts(per_hop={"nvlink": 0.6e-6, "nic": 7.1e-6}, send_buffer=math.inf)
+    quick, full = both(topology, "allreduce", 24, 3 << 20, {"channels": 1}, costs)
+    assert quick.path == "lockstep"
+    same(quick, full)
+    # NCCL's costs: 4 MiB of slots a connection, each step's message fits.
+    nccl = cost_model(topology, "ring", "Simple")
+    assert 0 < buffered(nccl) < math.inf
+    quick, full = both(topology, "allreduce", 24, 3 << 20, {"channels": 1}, nccl)
+    assert quick.path == "lockstep"
+    same(quick, full)
     quick, full = both(topology, "allreduce", 24, 3 << 20, {"channels": 4})
     assert quick.path == "full"
+    same(quick, full)
+
+
+@settings(max_examples=30, deadline=None)
+@given(nodes=st.integers(2, 3), kib=st.integers(1, 2048), room=st.integers(1, 40),
+       collective=st.sampled_from(["allreduce", "allgather"]))
+def test_bounded_buffers_take_the_lockstep_path_only_where_every_send_finds_room(
+        nodes, kib, room, collective):
+    """A slow network hop lets the rank before it run ahead of its receiver; with room for
+    a few messages the lockstep path runs only where it can show every send found room,
+    and then agrees with the events to the bit; with less room than one message it
+    declines."""
+    topology = load_topology(CLUSTER, {"nodes": nodes})
+    p = 8 * nodes
+    size = p * 1024 * kib
+    block = size // p
+    costs = MessageCosts(per_hop={"nvlink": 0.6e-6, "nic": 25e-6}, send_buffer=room * block / 8)
+    quick, full = both(topology, collective, p, size, {"channels": 1}, costs)
+    same_times = quick.finish == full.finish and quick.transfers == full.transfers
+    assert same_times
+    if room < 8:
+        assert quick.path == "full"  # a message is larger than the whole buffer
+
+
+def test_bounded_buffers_with_room_to_spare_stay_on_the_lockstep_path():
+    """2 MiB a step, room for five: bandwidth-bound steps never let a sender run two
+    messages ahead, so the path shows every send found room, and agrees to the bit."""
+    topology = load_topology(CLUSTER, {"nodes": 2})
+    costs = MessageCosts(per_hop={"nvlink": 0.6e-6, "nic": 25e-6}, send_buffer=5 * 2**21)
+    quick, full = both(topology, "allreduce", 16, 16 * 2**21, {"channels": 1}, costs)
+    assert quick.path == "lockstep"
     same(quick, full)
 
 

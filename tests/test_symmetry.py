@@ -4,6 +4,7 @@ and on symmetric clusters, and the fallback wherever one thing breaks the symmet
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collsim.algorithms.registry import REGISTRY
-from collsim.engine.costs import MessageCosts
+from collsim.engine.costs import MessageCosts, buffered
 from collsim.engine.recording import RecordingFabric
 from collsim.engine.symmetry import OrbitFabric, Shift, choose_shift, equivariant
 from collsim.engine.timing import TimingEngine
 from collsim.hardware.loader import load_topology
 from collsim.hardware.topology import switch
+from collsim.nccl.protocols import cost_model
 from collsim.program import Job
 from collsim.simulate import get_algorithm, make_job
 
@@ -95,7 +97,8 @@ def test_ring_declaration_on_a_snaked_cluster(nodes, channels):
 @given(key=st.sampled_from(DECLARED), p=st.integers(2, 12), blocks=st.integers(1, 400),
        channels=st.integers(1, 4), reduce_bandwidth=st.sampled_from([None, 37e9]),
        costs=st.sampled_from([None, MessageCosts(launch=4.2e-6, per_message=1.3e-6),
-                              MessageCosts(channel_cap=23e9)]))
+                              MessageCosts(channel_cap=23e9),
+                              MessageCosts(per_message=1.3e-6, send_buffer=math.inf)]))
 def test_symmetric_equals_full_on_a_switch(key, p, blocks, channels, reduce_bandwidth,
                                           costs):
     """Every declared algorithm on a switch: one rank simulated (the shift by 1, or by p/2
@@ -125,6 +128,12 @@ def test_symmetric_equals_full_on_clusters(file, settings_, channels, collective
     quick, full = runs(topology, collective, "ring", p, 4 * p * 16 * 1024,
                        {"channels": channels})
     assert quick.path == "symmetric", quick.fallback
+    agree(quick, full)
+    # NCCL's costs: buffered sends, a network step slower than an NVLink one.
+    costs = cost_model(topology, "ring", "LL128")
+    quick, full = runs(topology, collective, "ring", p, 4 * p * 16 * 1024,
+                       {"channels": channels, "protocol": "LL128"}, costs)
+    assert quick.path == "symmetric" and buffered(costs), quick.fallback
     agree(quick, full)
 
 

@@ -19,12 +19,11 @@ GPU's channels move at most together in one call (LL's total). The fabric charge
 virtual links on the sending side (see :mod:`collsim.engine.simulation`); None, the default,
 caps nothing and costs nothing.
 
-The fabric applies the model where it builds its channels and caches its routes, never per
-transfer: a channel carries ``bandwidth(link) / wire_ratio`` payload bytes per second and a
-route's latency is ``latency(links)``. :func:`path_costs` derives the closed forms' alpha
-and beta from the same functions, so the simulated time and the closed form of an algorithm
-that is exact on a uniform machine cannot disagree. :data:`IDEAL` charges nothing beyond the
-links' figures: the canonical kinds' model.
+A third optional attribute, ``send_buffer`` (read by :func:`buffered`), is the payload
+bytes a connection's receiver buffers ahead of its receive, as NCCL's slots do: a send that
+fits starts when it is posted, without waiting for its receive, and completes when its last
+byte has left. 0, the default, is the rendezvous of the closed forms: a message moves once
+both sides are posted and its send completes on delivery.
 """
 
 from __future__ import annotations
@@ -69,6 +68,7 @@ class MessageCosts:
     wire_ratio: float = 1.0    # bytes on the wire per payload byte
     channel_cap: float | None = None  # payload bytes/s one NCCL channel moves at most
     gpu_cap: float | None = None      # payload bytes/s a GPU's channels move together at most
+    send_buffer: float = 0.0  # payload bytes a connection buffers ahead of its receive
 
     def latency(self, links: Sequence[Link]) -> float:
         total, per_hop = self.per_message, self.per_hop
@@ -90,6 +90,12 @@ IDEAL = MessageCosts()  # the links' own figures, no launch cost: today's canoni
 def caps(model: CostModel) -> tuple[float | None, float | None]:
     """(channel_cap, gpu_cap) of ``model`` in payload bytes/s, None where it caps nothing."""
     return getattr(model, "channel_cap", None), getattr(model, "gpu_cap", None)
+
+
+def buffered(model: CostModel) -> float:
+    """The payload bytes ``model``'s connections buffer ahead of their receives (module
+    docstring); 0 when sends wait for their receives."""
+    return float(getattr(model, "send_buffer", 0.0))
 
 
 def channel_bandwidth(model: CostModel, link: Link) -> float:

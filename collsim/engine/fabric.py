@@ -20,6 +20,9 @@ Transfers given a ``line`` (a connection: sender, receiver and lane) go in order
 at a time moves bytes, the next starting the instant the previous one's last byte has left,
 so each one's latency tail overlaps the next one's bytes (NCCL's buffer slots on a
 connection). The last byte of a transfer with a line is always an event.
+
+A transfer given ``on_drained`` calls it when its last byte has left, before its delivery
+(a buffered sender goes on then); its last byte is then always an event too.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class Flow(BareEvent):
     # A bare event with slots rather than a ``simpy.Event`` with a dict: a million flows in
     # flight (all-to-all at 1024 ranks) take a third of the memory.
     __slots__ = ("channels", "size", "latency", "on_done", "token", "rate", "drain_at", "due",
-                 "outlasted", "attached", "since", "left", "line")
+                 "outlasted", "attached", "since", "left", "line", "on_drained")
 
     def __init__(self, channels: tuple[Channel, ...], size: float, latency: float,
                  on_done: Callable[[object], None], token: object, now: float) -> None:
@@ -67,11 +70,12 @@ class Flow(BareEvent):
         self.attached = True   # still counted on its links (a drained transfer that frees
         # nobody stays counted until its delivery or the next settle on its links)
         self.line: Line | None = None  # the connection it goes in order on, while moving
+        self.on_drained: Callable[[object], None] | None = None  # called at its last byte
 
 
 class Line:
     """A connection whose transfers go in order: the ones waiting for the moving one's
-    last byte to leave, as (src, dst, size, on_done, token, route)."""
+    last byte to leave, as (src, dst, size, on_done, token, route, on_drained)."""
 
     __slots__ = ("key", "waiting")
 
@@ -150,9 +154,11 @@ class Fabric:
     def transfer(self, src: int, dst: int, size: float, on_done: Callable[[object], None],
                  token: object = None,
                  route: tuple[tuple[Channel, ...], float, float] | None = None,
-                 line: object = None) -> None:
+                 line: object = None,
+                 on_drained: Callable[[object], None] | None = None) -> None:
         """Move ``size`` bytes from endpoint ``src`` to endpoint ``dst``; call
-        ``on_done(token)`` on delivery. ``route``, if given, is the (channels, latency,
+        ``on_done(token)`` on delivery, and ``on_drained(token)``, if given, when the last
+        byte has left (at once when nothing moves). ``route``, if given, is the (channels, latency,
         bottleneck) to use instead of the cached route (a route through virtual links).
         ``line``, if given, names the connection the transfer goes in order on (module
         docstring): it waits while another transfer of that line moves bytes. (Given a
@@ -160,7 +166,7 @@ class Fabric:
         if line is not None and type(line) is not Line:
             queue = self._lines.get(line)
             if queue is not None:
-                queue.waiting.append((src, dst, size, on_done, token, route))
+                queue.waiting.append((src, dst, size, on_done, token, route, on_drained))
                 return
             queue = Line(line)
             self._lines[line] = queue
@@ -172,12 +178,15 @@ class Fabric:
         if size <= 0 or not channels:
             if line is not None:
                 self._next_in_line(line)
+            if on_drained is not None:
+                on_drained(token)
             self._call_at(latency, on_done, token)
             return
         env = self.env
         now = clock(env)
         flow = self._new_flow(channels, size, latency, on_done, token, now)
         flow.line = line
+        flow.on_drained = on_drained
         idle = True
         for channel in channels:
             if channel.flows:
@@ -190,7 +199,8 @@ class Fabric:
             flow.rate = bottleneck
             flow.drain_at = drain = now + size / bottleneck
             # as schedule(), inlined: the hot path
-            delay = drain - now if line is not None else drain + latency - now
+            delay = drain - now if line is not None or on_drained is not None else \
+                drain + latency - now
             flow.due = now + delay
             flow.callbacks = self._flow_callbacks
             env.schedule(flow, delay=delay)
@@ -250,8 +260,9 @@ class Fabric:
         """
         instants: dict[float, tuple[float, list[Flow]]] = {}
         for flow in flows:
-            delay = flow.drain_at - now if flow.outlasted or flow.line is not None else \
-                flow.drain_at + flow.latency - now
+            delay = flow.drain_at - now \
+                if flow.outlasted or flow.line is not None or flow.on_drained is not None \
+                else flow.drain_at + flow.latency - now
             due = flow.due = now + delay  # the very sum SimPy's schedule() computes
             entry = instants.get(due)
             if entry is None:
@@ -278,17 +289,20 @@ class Fabric:
         now = clock(env)
         if flow.due != now:
             return  # superseded by a later rate change
-        line = flow.line
-        if flow.outlasted or line is not None:
-            # The last byte has left: others on its links speed up, and the next transfer
-            # of its line starts; the flow itself is the event of its delivery, ``latency``
-            # later.
+        line, drained = flow.line, flow.on_drained
+        if flow.outlasted or line is not None or drained is not None:
+            # The last byte has left: others on its links speed up, the next transfer of
+            # its line starts and a buffered sender goes on; the flow itself is the event
+            # of its delivery, ``latency`` later.
             flow.outlasted = False
             if flow.attached:
                 self._detach(flow)
             if line is not None:
                 flow.line = None
                 self._next_in_line(line)
+            if drained is not None:
+                flow.on_drained = None
+                drained(flow.token)
             if flow.latency > 0:
                 flow.due = now + flow.latency
                 env.schedule(flow, delay=flow.latency)
@@ -305,8 +319,8 @@ class Fabric:
         """The transfer moving on ``line`` has sent its last byte: start the next waiting
         one, or close the line."""
         if line.waiting:
-            src, dst, size, on_done, token, route = line.waiting.popleft()
-            self.transfer(src, dst, size, on_done, token, route, line)
+            src, dst, size, on_done, token, route, on_drained = line.waiting.popleft()
+            self.transfer(src, dst, size, on_done, token, route, line, on_drained)
         else:
             del self._lines[line.key]
 

@@ -4,8 +4,9 @@ An algorithm whose every step is an *exchange* (each rank posts one send and one
 together and resumes when both are done, as in a ring or a pairwise exchange) may hand the
 engine those steps whole (:class:`Exchange`), beside its per-rank programs. When no
 transfer can ever meet another on a link (the pairs of a step cross disjoint links, and a
-step's transfer starts on a link only after the link's last transfer was delivered; see
-:class:`Links`), every transfer takes exactly ``latency + bytes / bottleneck`` and the whole
+step's transfer starts on a link only after the link's last transfer was delivered, or had
+drained under buffered sends; see :class:`Links`), every transfer takes exactly
+``latency + bytes / bottleneck`` and the whole
 run is a recurrence over the ranks' ready times, computed with numpy one step of every rank
 at a time. The floating-point operations are the event-driven engine's own, in its order
 (SimPy's ``now + delay`` included), so the times are identical to the bit; where transfers
@@ -14,12 +15,14 @@ could meet, :func:`run_lockstep` says so (None) and the engine simulates the pro
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from collsim.engine.costs import caps
+from collsim.engine.costs import buffered, caps
 from collsim.engine.fabric import Fabric
 from collsim.program import Copy, Job, ProgramFactory, Recv, Send
 
@@ -63,7 +66,8 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
     ``start`` (launch included) and combining at ``gamma`` seconds per byte; None when
     the steps do not fit the lockstep path (two pairs of a pattern on one link, a transfer
     that would meet an earlier one still on a link, helper ranks, an exchange whose ranks
-    are not each one sender and one receiver)."""
+    are not each one sender and one receiver, a buffered send that may find its buffer full:
+    :class:`Room`)."""
     p = job.nranks
     if job.helpers or len(gpus) != p:
         return None
@@ -72,6 +76,9 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
     free: dict[int, np.ndarray] = {}
     lanes_total = sum(job.lanes)
     channel_cap, gpu_cap = caps(fabric.costs)
+    buffer = buffered(fabric.costs)
+    buffering = buffer > 0
+    room = Room(buffer) if 0 < buffer < math.inf else None
     itemsize = job.itemsize
     links = Links(fabric)
     patterns: dict[tuple[int, int, int], Pattern] = {}
@@ -100,22 +107,38 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
             links.enter(pattern)
         latency, bottleneck = pattern.latency, pattern.bottleneck
         transfers += p
-        # A transfer starts once both its send and its receive are posted.
-        now = np.maximum(ready[senders], ready[receivers])
         size = np.asarray(exchange.counts, dtype=np.int64) * itemsize
-        # Fabric.transfer: drain = now + size/bottleneck; SimPy fires at now + delay with
-        # delay = drain + latency - now.
-        delivered = now + (now + size / bottleneck + latency - now)
+        if buffering:
+            # A buffered send starts when posted; Fabric.transfer: drain = now + size/
+            # bottleneck, an event at now + (drain - now); delivery ``latency`` after it.
+            now = ready[senders]
+            if room is not None and not room.fits(size, now, senders, _weight(job, exchange)):
+                return None
+            drained = now + (now + size / bottleneck - now)
+            delivered = drained + latency
+        else:
+            # A transfer starts once both its send and its receive are posted; SimPy fires
+            # at now + delay with delay = drain + latency - now.
+            now = np.maximum(ready[senders], ready[receivers])
+            delivered = now + (now + size / bottleneck + latency - now)
         quiet = None
         if np.any(size <= 0) or pattern.empty.any():
             # Fabric._call_at: no bytes (or no links) cost the latency alone.
             quiet = (size <= 0) | pattern.empty
             delivered = np.where(quiet, np.where(latency > 0, now + latency, now), delivered)
-        if not links.clear(pattern, now, quiet, delivered):
+            if buffering:
+                drained = np.where(quiet, now, drained)
+        # A link is free again when its transfer's last byte has left (buffered: the drain
+        # event detaches it) or when it was delivered.
+        if not links.clear(pattern, now, quiet, drained if buffering else delivered):
             return None
         done = np.empty(p, dtype=np.float64)
-        done[senders] = delivered   # sends complete on delivery
-        received = delivered
+        # Sends complete on delivery, buffered ones when their bytes have left; a receive
+        # completes on delivery, or when posted if its message was there before.
+        done[senders] = drained if buffering else delivered
+        received = np.maximum(delivered, ready[receivers]) if buffering else delivered
+        if room is not None:
+            room.sent(received, senders, p)  # taken by its receiver then
         if exchange.reduce and gamma:
             lane = exchange.lane
             share = job.lanes[lane] / lanes_total if 0 <= lane < len(job.lanes) else 1.0
@@ -125,10 +148,10 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
                 unit = free[lane] = np.zeros(p, dtype=np.float64)  # by rank
             # Simulation._combine: the receiver's unit, after its queued combines.
             queued = unit[receivers]
-            begin = np.where(queued > delivered, queued, delivered)
+            begin = np.where(queued > received, queued, received)
             finished = begin + cost
             combining = cost > 0
-            received = np.where(combining, delivered + (finished - delivered), delivered)
+            received = np.where(combining, received + (finished - received), received)
             unit[receivers] = np.where(combining, finished, queued)
         done = np.maximum(done, _scatter(received, receivers, p))
         ready = done
@@ -137,6 +160,56 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         except Irregular:
             return None
     return LockstepResult(ready.tolist(), transfers)
+
+
+class Room:
+    """Whether every buffered send of a step finds room in its connection's buffer
+    (``capacity`` bytes a channel), so that it starts when posted, as the recurrence assumes.
+
+    Each rank sends one message a step. If the messages a rank sent k steps ago and earlier
+    have all been taken by their receivers when it posts, at most k-1 are held anywhere, so
+    at most (k-1) x the largest message so far; k is the largest count for which that still
+    leaves room. ``taken`` keeps, per step, the latest take time of each rank's messages up
+    to that step (a running maximum: receivers take messages of different patterns in any
+    order); when a rank's earlier messages may still fill the buffer the steps go back to
+    the events, which hold the send until there is room.
+    """
+
+    DEPTH = 64  # steps of take times kept: k is capped here, which only errs to the events
+
+    def __init__(self, capacity: float) -> None:
+        self.capacity = capacity
+        self.largest = 0
+        self.steps = 0
+        self.taken: deque[np.ndarray] = deque(maxlen=self.DEPTH)
+
+    def fits(self, size: np.ndarray, now: np.ndarray, senders: np.ndarray,
+             weight: float) -> bool:
+        capacity = self.capacity * weight
+        biggest = int(np.max(size))
+        self.largest = max(self.largest, biggest)
+        if biggest > capacity:
+            return False  # it waits for its receive
+        if self.largest == 0:
+            return True
+        k = int((capacity - biggest) // self.largest) + 1
+        if self.steps < k:
+            return True  # fewer messages sent than could fill the buffer
+        back = self.taken[-min(k, len(self.taken))]
+        return bool(np.all(back[senders] <= now))
+
+    def sent(self, taken: np.ndarray, senders: np.ndarray, p: int) -> None:
+        latest = _scatter(taken, senders, p)
+        if self.taken:
+            latest = np.maximum(latest, self.taken[-1])
+        self.taken.append(latest)
+        self.steps += 1
+
+
+def _weight(job: Job, exchange: Exchange) -> float:
+    """The weight of the exchange's lane: how many channels' buffers its connections have."""
+    lane = exchange.lane
+    return job.lanes[lane] if 0 <= lane < len(job.lanes) else 1.0
 
 
 @dataclass
@@ -156,7 +229,8 @@ class Pattern:
 
 class Links:
     """Which transfer each link carried last, and until when (its delivery: the fabric
-    counts an uncontended transfer on its links until then).
+    counts an uncontended transfer on its links until then; under buffered sends its last
+    byte out, when the drain event detaches it).
 
     While one pattern repeats, a link carries one pair's transfers only, and that pair's
     next transfer starts once both its ranks resumed, after its previous one was delivered:

@@ -9,8 +9,12 @@ launch cost, and reports its per-rank finish times through ``on_done``. Calls sh
 fabric's links max-min fairly and each GPU's reduction unit in turn.
 
 A message starts moving when its send and its receive have both been posted (the rendezvous
-rule, :mod:`collsim.engine.rendezvous`); combining received data occupies the receiving
-GPU (or switch, for a helper rank) for ``bytes * gamma``. A ``Parallel`` step forks one
+rule, :mod:`collsim.engine.rendezvous`), and its send completes on delivery. Under a cost
+model with buffered sends (:func:`collsim.engine.costs.buffered`, NCCL's connections) a send
+starts when posted, into a buffer its receiver set out, and completes when its last byte has
+left; the message waits at the receiver (a :class:`Posted`) until its receive is posted.
+Combining received data occupies the receiving GPU (or switch, for a helper rank) for
+``bytes * gamma``. A ``Parallel`` step forks one
 thread per sub-program; the rank resumes when all have finished.
 
 Each lane of a job combines on its own share of the GPU's reduce bandwidth: lane k of
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from collsim.engine.costs import IDEAL, CostModel, caps
+from collsim.engine.costs import IDEAL, CostModel, buffered, caps
 from collsim.engine.fabric import Fabric
 from collsim.engine.loop import call_later, clock
 from collsim.engine.maxmin import Channel
@@ -65,6 +69,38 @@ class RankState:
         self.finished_at: float | None = None
         self.parent = parent
         self.gamma = gamma        # seconds per byte combined where it runs
+
+
+class Posted:
+    """A buffered message: its sender and send, its size in bytes, and, once posted, its
+    receiver and receive; whether it has started moving and been delivered."""
+
+    __slots__ = ("sender", "send", "size", "receiver", "recv", "started", "delivered",
+                 "connection", "key")
+
+    def __init__(self, sender: RankState, send: Send, size: int) -> None:
+        self.sender = sender
+        self.send = send
+        self.size = size
+        self.receiver: RankState | None = None
+        self.recv: Recv | None = None
+        self.started = False
+        self.delivered = False
+        self.connection: Connection | None = None
+        self.key: tuple | None = None  # its rendezvous key, while it waits to start
+
+
+class Connection:
+    """A sender's buffer at one receiver (NCCL's slots of one channel, or of a lane's
+    channels together): how many bytes it may hold ahead of their receives, how many it
+    holds, and the messages waiting, in order, for room or for their receive."""
+
+    __slots__ = ("capacity", "held", "waiting")
+
+    def __init__(self, capacity: float) -> None:
+        self.capacity = capacity
+        self.held = 0
+        self.waiting: deque[Posted] = deque()
 
 
 @dataclass
@@ -181,6 +217,10 @@ class Call:
         self._admitted: list[bool] | None = None  # ranks started one by one (admit)
         self.result: CallResult | None = None
         self.channel_cap, self.gpu_cap = caps(simulation.costs)
+        # Bytes a connection buffers ahead of its receive (0: the rendezvous), and the
+        # connections of buffered sends by (sender, receiver, lane).
+        self.send_buffer = buffered(simulation.costs)
+        self._connections: dict[tuple, Connection] = {}
         self.capped = self.channel_cap is not None or self.gpu_cap is not None
         self._routes: dict[tuple[int, int, int], Route] = {}
         self._virtual: dict[tuple[int, int], Channel] = {}
@@ -261,8 +301,11 @@ class Call:
         if self.started_at is None:
             return "the call was never started"
         waits: dict[int, list] = {}
-        for rank, (_, op) in self._rendezvous.waiting():
-            waits.setdefault(rank, []).append(op)
+        for rank, item in self._rendezvous.waiting():
+            if type(item) is not Posted:
+                waits.setdefault(rank, []).append(item[1])
+            elif not item.started:  # a buffered send moving blocks nobody
+                waits.setdefault(rank, []).append(item.send)
         stuck = [s.rank for s in self.ranks if s.finished_at is None]
         return f"at t={self.env.now:.9g} s, " + deadlock_message(stuck, waits)
 
@@ -282,7 +325,7 @@ class Call:
         fabric, nranks, itemsize, capped = self.fabric, self._peer_bound, self.itemsize, self.capped
         transfer, delivered = fabric.transfer, self._delivered
         meet_send, meet_recv = self._rendezvous.send, self._rendezvous.recv
-        orbits = self._orbits
+        orbits, buffering = self._orbits, self.send_buffer > 0
         moved = 0
         while ready:
             state = ready.popleft()
@@ -315,6 +358,9 @@ class Call:
                     if kind is Send:
                         key = (rank, peer, op.tag) if orbits is None else \
                             orbits.send_key(rank, peer, op.tag)
+                        if buffering:
+                            self._send_buffered(state, op, key)
+                            continue
                         partner = meet_send(key, (state, op))
                         if partner is None:
                             continue
@@ -325,6 +371,9 @@ class Call:
                             orbits.recv_key(peer, rank, op.tag)
                         partner = meet_recv(key, (state, op))
                         if partner is None:
+                            continue
+                        if buffering:
+                            self._recv_buffered(partner, state, op, key)
                             continue
                         sender, send = partner
                         receiver, recv = state, op
@@ -351,6 +400,94 @@ class Call:
         self.transfers += moved
         self._resuming = False
 
+    def _send_buffered(self, state: RankState, send: Send, key: tuple) -> None:
+        """Post a buffered send: it starts now if its receive is posted or its connection's
+        buffer has room behind the messages already in it, else it waits for either."""
+        message = Posted(state, send, send.count * self.itemsize)
+        partner = self._rendezvous.send(key, message)
+        connection = self._connection(key, send.lane)
+        message.connection = connection
+        if partner is not None:
+            receiver, recv = partner
+            if send.count != recv.count:
+                raise bad_count(state.rank, receiver.rank, recv, send.count)
+            message.receiver, message.recv = receiver, recv
+            self._start(message, key)
+        elif not connection.waiting and \
+                connection.held + message.size <= connection.capacity:
+            self._start(message, key)
+        else:
+            message.key = key
+            connection.waiting.append(message)
+
+    def _connection(self, key: tuple, lane: int) -> Connection:
+        """The connection a send of ``key`` goes on: sender, receiver (the orbit and its
+        image on the symmetric path) and lane; its buffer holds the lane's channels' slots."""
+        name = (key[0], key[1], lane) if len(key) == 3 else (key[0], key[1], key[3], lane)
+        connection = self._connections.get(name)
+        if connection is None:
+            lanes = self.job.lanes
+            weight = lanes[lane] if 0 <= lane < len(lanes) else 1.0
+            connection = self._connections[name] = Connection(self.send_buffer * weight)
+        return connection
+
+    def _start(self, message: Posted, key: tuple) -> None:
+        """Move a buffered message's bytes: to its receiver, or to the GPU its receiver
+        will post on (on the symmetric path, the image of the orbit the key names)."""
+        message.started = True
+        message.connection.held += message.size
+        receiver, orbits = message.receiver, self._orbits
+        rank = key[1] if receiver is None else receiver.rank
+        target = self.ranks[rank].gpu if orbits is None else orbits.target(rank, key)
+        sender, send = message.sender, message.send
+        self.transfers += 1
+        route = self._capped_route(sender.gpu, target, send.lane) if self.capped else None
+        line = (self, sender.gpu, target, send.lane) if send.ordered else None
+        self.fabric.transfer(sender.gpu, target, message.size, self._arrived, message,
+                             route, line, self._drained)
+
+    def _recv_buffered(self, message: Posted, state: RankState, recv: Recv, key: tuple
+                       ) -> None:
+        """A receive posted for a buffered message: take it if its bytes are there, else
+        wait for them (starting the message now if it was waiting for its receive)."""
+        if message.send.count != recv.count:
+            raise bad_count(message.sender.rank, state.rank, recv, message.send.count)
+        message.receiver, message.recv = state, recv
+        if message.delivered:
+            self._take(message)
+        elif not message.started:
+            connection = message.connection
+            connection.waiting.remove(message)
+            self._start(message, key)
+            self._admit_waiting(connection)
+
+    def _drained(self, message: Posted) -> None:
+        self._op_done(message.sender)
+
+    def _arrived(self, message: Posted) -> None:
+        message.delivered = True
+        if message.receiver is not None:
+            self._take(message)  # else it waits in the buffer for its receive
+
+    def _take(self, message: Posted) -> None:
+        """The receiver takes a delivered message: its slots free up for the next ones."""
+        connection = message.connection
+        connection.held -= message.size
+        if connection.waiting:
+            self._admit_waiting(connection)
+        receiver, recv = message.receiver, message.recv
+        if recv.reduce and receiver.gamma:
+            self._combine(receiver, recv.count, recv.lane)
+        else:
+            self._op_done(receiver)
+
+    def _admit_waiting(self, connection: Connection) -> None:
+        """Start the connection's waiting messages, in order, while the buffer has room."""
+        waiting = connection.waiting
+        while waiting and connection.held + waiting[0].size <= connection.capacity:
+            message = waiting.popleft()
+            self._start(message, message.key)
+
     def _fork(self, state: RankState, step: Parallel) -> None:
         """Start one thread per sub-program of ``step``; ``state`` waits for them all."""
         threads = [RankState(state.rank, state.gpu, iter(program), state.gamma, state)
@@ -370,12 +507,23 @@ class Call:
             self.on_rank_done(self, state.rank)
         self._unfinished -= 1
         if self._unfinished == 0:
+            if self._rendezvous.sends:
+                raise SimulationError(self._unreceived())
             finish = self._finish_times()
             start = self.started_at
             self.result = CallResult(start, max(finish, default=start) - start, finish,
                                      self.transfers)
             if self.on_done is not None:
                 self.on_done(self)
+
+    def _unreceived(self) -> str:
+        """The error of buffered sends that no receive ever took."""
+        unreceived = [(src, item.send) for src, item in self._rendezvous.waiting()
+                      if type(item) is Posted]
+        parts = [f"rank {src}'s {send}" for src, send in unreceived[:6]]
+        more = f" and {len(unreceived) - 6} more" if len(unreceived) > 6 else ""
+        return (f"every rank finished with {len(unreceived)} sends never received: "
+                f"{'; '.join(parts)}{more}")
 
     def _op_done(self, state: RankState) -> None:
         state.pending -= 1

@@ -24,6 +24,10 @@ What goes in (physical, or NCCL's measured engine limits):
   own latency; a message on the network (``nvls`` across nodes, ``collnet_direct``) pays half
   NCCL's figure, one message up and one down. Every message of a tree family pays its links'
   own latency, on every class: its per-call term covers all its hops.
+- ``send_buffer``: the payload bytes of one connection's ``NCCL_STEPS`` slots (256 KiB LL,
+  4.4 MiB LL128, 4 MiB Simple; ``constants.BUFFER_BYTES``): a sender writes into them before
+  its receiver reaches the message, so a send that fits starts when posted and completes
+  when its bytes have left (:mod:`collsim.engine.costs`).
 - ``wire_ratio``: LL sends 8 data bytes per 16-byte line (2.0), LL128 120 per 128 (128/120),
   Simple 1.0.
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
@@ -85,6 +89,7 @@ class ProtocolCosts:
     nodes: int = 1
     per_call: float = 0.0                        # NCCL figures charged once per call
     own_latency: tuple[str, ...] = ()           # classes whose messages pay the links' own
+    send_buffer: float = 0.0    # payload bytes of a connection's slots (NCCL's buffer size)
 
     @property
     def launch(self) -> float:
@@ -193,7 +198,15 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         family, protocol, figures.launch,
         overridden("base", C.BASE_LATENCY_US[family][p] * US),
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
-        channel_cap, gpu_cap, nodes, per_call, own)
+        channel_cap, gpu_cap, nodes, per_call, own, buffer_payload(protocol))
+
+
+def buffer_payload(protocol: str) -> float:
+    """Payload bytes the slots of one NCCL connection hold: the protocol's buffer (LL's and
+    LL128's lines carry flags beside their data)."""
+    p = PROTOCOLS.index(protocol)
+    data, wire = C.DATA_BYTES_PER_LINE[p]
+    return C.BUFFER_BYTES[p] * data / wire
 
 
 def nvls_efficiency(figures: NcclFigures, row: int) -> float:

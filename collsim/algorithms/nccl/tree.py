@@ -41,12 +41,12 @@ from collsim.nccl.layout import Lanes, Layout
 from collsim.program import Job, Op, Parallel, Program, Recv, Send
 
 MAX_FILL_ERROR = 1 / 16  # the chunk cap keeps the pipeline's extra fill under this share
-# Chunks in flight per connection. NCCL keeps NCCL_STEPS (8) per peer, but slots run side
-# by side share a link max-min fairly instead of sending in order, so the first chunk of a
-# window arrives only after the whole window's bytes: the fill grows to (D-1)·WINDOW chunk
-# times, and the shared links multiply the fabric's settles (nvls_tree on 16 H100 nodes,
-# 1 GiB: 211 s of wall instead of 24). So the trees relay one chunk at a time until the
-# engine has sends that go in order on a connection (docs/nccl.md, "Tree pipelines").
+# Relay slots run side by side. NCCL keeps NCCL_STEPS (8) per peer, but slots side by side
+# share a link max-min fairly instead of sending in order, so the first chunk of a window
+# arrives only after the whole window's bytes: the fill grows to (D-1)·WINDOW chunk times,
+# and the shared links multiply the fabric's settles. One relay suffices: under NCCL's
+# costs sends are buffered, so a relay passes a chunk on while it receives the next and a
+# hop's latency is paid once (docs/nccl.md, "Buffer slots per connection").
 WINDOW = 1
 NCCL_WINDOW = NCCL_STEPS  # the window NCCL itself keeps, for tests and benchmarks
 
