@@ -11,9 +11,10 @@ as NCCL's receiver-side buffers and MPI's large-message protocol require. A send
 when its bytes have arrived; a receive completes then too, after combining the data into
 the local buffer with the collective's operator when ``reduce=True``. A program that sends
 in one step and receives in a later one, while its peer does the same, deadlocks: post the
-send and the receive in the same step. (Under a cost model with buffered sends, NCCL's, the
-timing engine starts a send when it is posted and completes it when its bytes have left:
-:mod:`collsim.engine.simulation`. Programs are written, and checked, for the rendezvous.)
+send and the receive in the same step. (Under a cost model with send buffers, NCCL's, the
+timing engine starts a send that fits in its connection's buffer when it is posted and
+completes it when its bytes have left: :mod:`collsim.engine.simulation`. Programs are
+written, and checked, for the rendezvous.)
 
 Within a step, local operations (copies, reductions) apply first, in the order listed; then
 each send takes its region as it stands; received data lands after that. So a step may

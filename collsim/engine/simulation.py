@@ -10,9 +10,10 @@ fabric's links max-min fairly and each GPU's reduction unit in turn.
 
 A message starts moving when its send and its receive have both been posted (the rendezvous
 rule, :mod:`collsim.engine.rendezvous`), and its send completes on delivery. Under a cost
-model with buffered sends (:func:`collsim.engine.costs.buffered`, NCCL's connections) a send
-starts when posted, into a buffer its receiver set out, and completes when its last byte has
-left; the message waits at the receiver (a :class:`Posted`) until its receive is posted.
+model with send buffers (:func:`collsim.engine.costs.buffered`, NCCL's slots) a send that
+fits in its :class:`Connection`'s buffer starts when posted and completes when its last
+byte has left; the message waits at the receiver (a :class:`Posted`) until its receive is
+posted, which frees its room. A send that does not fit waits for room or for its receive.
 Combining received data occupies the receiving GPU (or switch, for a helper rank) for
 ``bytes * gamma``. A ``Parallel`` step forks one
 thread per sub-program; the rank resumes when all have finished.
