@@ -158,3 +158,19 @@ def test_perfetto_reads_the_trace(tmp_path):
         counters = list(tp.query("select count(*) as n from counter"))[0].n
     spans = sum(1 for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X")
     assert slices == spans and counters > 0
+
+
+def test_a_trace_under_nccls_buffered_sends_shows_every_transfer(tmp_path):
+    """NCCL's costs buffer sends (their messages are ``Posted``, not rendezvous tuples): the
+    trace still draws every transfer: a one-channel ring's every step (2(p-1) a loop, on
+    every rank) holds one send and one receive span."""
+    path = tmp_path / "t.json"
+    assert main(["estimate", "-t", "dgx-h100", "-c", "allreduce", "-a", "ring", "-p", "8",
+                 "-s", "1MiB", "--param", "channels=1", "--trace", str(path)]) == 0
+    events = load_events(path)["traceEvents"]
+    sends = [e for e in events if e["ph"] == "X" and e["cat"] == "send"]
+    recvs = [e for e in events if e["ph"] == "X" and e["cat"] == "recv"]
+    steps = [e for e in events if e["ph"] == "X" and e["cat"] == "step"]
+    assert len(steps) % (8 * 2 * 7) == 0 and steps
+    assert len(sends) == len(recvs) == len(steps)
+    assert_nested(events)

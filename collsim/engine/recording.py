@@ -19,6 +19,7 @@ import simpy
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric, Flow
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
+from collsim.engine.simulation import Posted
 from collsim.hardware.topology import Topology
 from collsim.program import Copy, Job, Parallel, ProgramFactory, Recv, Reduce, Send
 
@@ -165,9 +166,13 @@ class Recorder:
         out = []
         for flow in flows:
             token = flow.token
-            if not isinstance(token, tuple) or len(token) != 3:
+            if isinstance(token, Posted):  # a buffered send: its receiver, once posted
+                ends = (token.sender, token.receiver)
+            elif isinstance(token, tuple) and len(token) == 3:
+                ends = token[:2]
+            else:
                 continue
-            sender, receiver = self.owner(token[0]), self.owner(token[1])
+            sender, receiver = self.owner(ends[0]), self.owner(ends[1])
             if sender is None or receiver is None:
                 continue
             out.append((sender[0], sender[1], receiver[1], flow.created,  # type: ignore
