@@ -178,6 +178,12 @@ class Job:
         so a scan of the order each time would cost p² at p ranks)."""
         return {rank: index for index, rank in enumerate(self.ring_order())}
 
+    def lane_weight(self, lane: int) -> float:
+        """How many identical channels lane ``lane`` stands for (1 for a job without lanes):
+        its share of a GPU's reduce bandwidth and its channels' caps and buffers scale by it."""
+        lanes = self.lanes
+        return lanes[lane] if 0 <= lane < len(lanes) else 1.0
+
     def node_of(self, rank: int) -> int:
         """The node (server) that ``rank`` runs on; 0 for every rank when unknown."""
         return self.nodes[rank] if self.nodes else 0

@@ -242,8 +242,8 @@ def test_the_buffer_never_holds_more_than_its_room(counts, room, late):
     peaks = []
     original = call._start
 
-    def watched(message, key):
-        original(message, key)
+    def watched(message):
+        original(message)
         held = message.connection.held
         if message.receiver is None:  # sent ahead of its receive
             peaks.append(held)

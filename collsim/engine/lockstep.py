@@ -112,7 +112,8 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
             # A buffered send starts when posted; Fabric.transfer: drain = now + size/
             # bottleneck, an event at now + (drain - now); delivery ``latency`` after it.
             now = ready[senders]
-            if room is not None and not room.fits(size, now, senders, _weight(job, exchange)):
+            if room is not None and not room.fits(size, now, senders,
+                                                  job.lane_weight(exchange.lane)):
                 return None
             drained = now + (now + size / bottleneck - now)
             delivered = drained + latency
@@ -141,7 +142,7 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
             room.sent(received, senders, p)  # taken by its receiver then
         if exchange.reduce and gamma:
             lane = exchange.lane
-            share = job.lanes[lane] / lanes_total if 0 <= lane < len(job.lanes) else 1.0
+            share = job.lane_weight(lane) / lanes_total if 0 <= lane < len(job.lanes) else 1.0
             cost = size * gamma / share
             unit = free.get(lane)
             if unit is None:
@@ -204,12 +205,6 @@ class Room:
             latest = np.maximum(latest, self.taken[-1])
         self.taken.append(latest)
         self.steps += 1
-
-
-def _weight(job: Job, exchange: Exchange) -> float:
-    """The weight of the exchange's lane: how many channels' buffers its connections have."""
-    lane = exchange.lane
-    return job.lanes[lane] if 0 <= lane < len(job.lanes) else 1.0
 
 
 @dataclass
@@ -306,7 +301,7 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
     hops: list[int] = []
     pair_of: list[int] = []
     used: set[int] = set()
-    weight = job.lanes[lane] if lane < len(job.lanes) else 1.0
+    weight = job.lane_weight(lane)
     index = links.index
     for i, (s, r) in enumerate(zip(senders.tolist(), receivers.tolist(), strict=True)):
         channels, lat, neck = fabric.route(gpus[s], gpus[r])

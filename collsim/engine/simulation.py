@@ -79,7 +79,7 @@ class Posted:
     __slots__ = ("sender", "send", "size", "receiver", "recv", "started", "delivered",
                  "connection", "key")
 
-    def __init__(self, sender: RankState, send: Send, size: int) -> None:
+    def __init__(self, sender: RankState, send: Send, size: int, key: tuple) -> None:
         self.sender = sender
         self.send = send
         self.size = size
@@ -88,7 +88,7 @@ class Posted:
         self.started = False
         self.delivered = False
         self.connection: Connection | None = None
-        self.key: tuple | None = None  # its rendezvous key, while it waits to start
+        self.key = key  # its rendezvous key: which receiver (orbit image) it goes to
 
 
 class Connection:
@@ -374,7 +374,7 @@ class Call:
                         if partner is None:
                             continue
                         if buffering:
-                            self._recv_buffered(partner, state, op, key)
+                            self._recv_buffered(partner, state, op)
                             continue
                         sender, send = partner
                         receiver, recv = state, op
@@ -404,7 +404,7 @@ class Call:
     def _send_buffered(self, state: RankState, send: Send, key: tuple) -> None:
         """Post a buffered send: it starts now if its receive is posted or its connection's
         buffer has room behind the messages already in it, else it waits for either."""
-        message = Posted(state, send, send.count * self.itemsize)
+        message = Posted(state, send, send.count * self.itemsize, key)
         partner = self._rendezvous.send(key, message)
         connection = self._connection(key, send.lane)
         message.connection = connection
@@ -413,12 +413,11 @@ class Call:
             if send.count != recv.count:
                 raise bad_count(state.rank, receiver.rank, recv, send.count)
             message.receiver, message.recv = receiver, recv
-            self._start(message, key)
+            self._start(message)
         elif not connection.waiting and \
                 connection.held + message.size <= connection.capacity:
-            self._start(message, key)
+            self._start(message)
         else:
-            message.key = key
             connection.waiting.append(message)
 
     def _connection(self, key: tuple, lane: int) -> Connection:
@@ -427,17 +426,16 @@ class Call:
         name = (key[0], key[1], lane) if len(key) == 3 else (key[0], key[1], key[3], lane)
         connection = self._connections.get(name)
         if connection is None:
-            lanes = self.job.lanes
-            weight = lanes[lane] if 0 <= lane < len(lanes) else 1.0
-            connection = self._connections[name] = Connection(self.send_buffer * weight)
+            connection = self._connections[name] = \
+                Connection(self.send_buffer * self.job.lane_weight(lane))
         return connection
 
-    def _start(self, message: Posted, key: tuple) -> None:
+    def _start(self, message: Posted) -> None:
         """Move a buffered message's bytes: to its receiver, or to the GPU its receiver
         will post on (on the symmetric path, the image of the orbit the key names)."""
         message.started = True
         message.connection.held += message.size
-        receiver, orbits = message.receiver, self._orbits
+        receiver, orbits, key = message.receiver, self._orbits, message.key
         rank = key[1] if receiver is None else receiver.rank
         target = self.ranks[rank].gpu if orbits is None else orbits.target(rank, key)
         sender, send = message.sender, message.send
@@ -447,8 +445,7 @@ class Call:
         self.fabric.transfer(sender.gpu, target, message.size, self._arrived, message,
                              route, line, self._drained)
 
-    def _recv_buffered(self, message: Posted, state: RankState, recv: Recv, key: tuple
-                       ) -> None:
+    def _recv_buffered(self, message: Posted, state: RankState, recv: Recv) -> None:
         """A receive posted for a buffered message: take it if its bytes are there, else
         wait for them (starting the message now if it was waiting for its receive)."""
         if message.send.count != recv.count:
@@ -459,7 +456,7 @@ class Call:
         elif not message.started:
             connection = message.connection
             connection.waiting.remove(message)
-            self._start(message, key)
+            self._start(message)
             self._admit_waiting(connection)
 
     def _drained(self, message: Posted) -> None:
@@ -487,7 +484,7 @@ class Call:
         waiting = connection.waiting
         while waiting and connection.held + waiting[0].size <= connection.capacity:
             message = waiting.popleft()
-            self._start(message, message.key)
+            self._start(message)
 
     def _fork(self, state: RankState, step: Parallel) -> None:
         """Start one thread per sub-program of ``step``; ``state`` waits for them all."""
@@ -605,11 +602,7 @@ class Call:
         """GPU ``gpu``'s virtual link of lane ``lane`` (-1: of its total cap), made once."""
         link = self._virtual.get((gpu, lane))
         if link is None:
-            if lane < 0:
-                bandwidth = self.gpu_cap
-            else:
-                lanes = self.job.lanes
-                weight = lanes[lane] if lane < len(lanes) else 1.0
-                bandwidth = weight * self.channel_cap
+            bandwidth = self.gpu_cap if lane < 0 else \
+                self.job.lane_weight(lane) * self.channel_cap
             link = self._virtual[gpu, lane] = Channel(bandwidth)
         return link
