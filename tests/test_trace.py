@@ -174,3 +174,16 @@ def test_a_trace_under_nccls_buffered_sends_shows_every_transfer(tmp_path):
     assert len(steps) % (8 * 2 * 7) == 0 and steps
     assert len(sends) == len(recvs) == len(steps)
     assert_nested(events)
+
+
+def test_auto_alltoall_records_what_it_ran(capsys):
+    """``auto`` alltoall runs NCCL's point-to-point program, which reports its protocol but
+    takes no ``protocol`` parameter: recording the call again must not pass it one. Every
+    rank sends 7/8 of its megabyte through its NVLink, so the link report shows 917,504 B
+    on each GPU's link into the switch."""
+    assert main(["estimate", "-t", "dgx-h100", "-c", "alltoall", "-a", "auto", "-p", "8",
+                 "-s", "1MiB", "--link-report"]) == 0
+    out = capsys.readouterr().out
+    assert "nccl_p2p" in out
+    assert "16 directed links carried bytes" in out
+    assert "n0.gpu3->n0.nvswitch                     896K" in out

@@ -85,17 +85,22 @@ def _recorded(args: argparse.Namespace, topology: Topology, size: int, result: P
               spread: float, late: list[tuple[int, float]]) -> tuple[dict, list[str]]:
     """The call again (the algorithm, protocol and channels ``result`` ran with) with
     stragglers and/or recording: the stretch, the trace file, the link report."""
+    from collsim.algorithms.registry import get_algorithm
     from collsim.output.linkload import format_link_report, link_loads
     from collsim.output.trace import call_trace
     from collsim.recorded import draw_offsets, record_call
+    from collsim.simulate import accepted_params
     from collsim.units import format_time
 
     skewed = spread > 0 or bool(late)
     offsets = draw_offsets(args.ranks, spread, late, args.seed) if skewed else None
     together = result.time_s
     params = params_from_args(args)
+    # What the call ran with, where the algorithm takes it (NCCL's point-to-point alltoall
+    # reports its protocol but has no parameter to set it).
+    accepted = accepted_params(get_algorithm(args.collective, result.selected))
     for name in ("protocol", "channels"):
-        if getattr(result, name) is not None:
+        if getattr(result, name) is not None and name in accepted:
             params[name] = getattr(result, name)
     recorded = record_call(topology, args.collective, result.selected, args.ranks, size,
                            params, offsets, record=recording_wanted(args))
