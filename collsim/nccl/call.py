@@ -236,9 +236,10 @@ def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
     from collsim.nccl.choice import choose
 
     if nccl_figures(topology) is None:
-        raise InputError(f"algorithm auto is NCCL's choice, and topology '{topology.name}' "
+        raise InputError(f"auto and best are NCCL's choice, and topology '{topology.name}' "
                          "declares no NCCL figures (no 'nccl' section); name an algorithm "
-                         "or use a machine with them (collsim topo list)", key="algorithm")
+                         "or use a machine with them (`collsim list` shows the shipped ones)",
+                         key="algorithm")
     registered = registered_nccl(collective)
     if not registered:
         program = POINT_TO_POINT.get(collective)
