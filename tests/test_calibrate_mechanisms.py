@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from collsim.calibrate.cases import case_from_run, repicked
 from collsim.calibrate.figures import FIGURES, apply
-from collsim.calibrate.fit import Model, calibrate, unseen
+from collsim.calibrate.fit import Model, _levenberg_marquardt, calibrate, unseen
 from collsim.calibrate.predict import with_figures
 from collsim.calibrate.writer import calibrated_yaml
 from collsim.hardware.loader import load_topology, topology_from_text
@@ -111,3 +111,32 @@ def test_the_columns_skipped_from_the_picks_are_the_zero_ones():
         assert np.abs(jacobian[:, j]).max() < 1e-9, names[j]
     assert any(np.abs(jacobian[:, j]).max() > 0.05 for j in range(len(names))
                if j not in skipped)
+
+
+class _MisleadingSlopes:
+    """Residuals u - target, but a Jacobian of the wrong sign: what a difference quotient
+    across a jump in the simulated times (a figure that changes NCCL's channel count) gives
+    Gauss-Newton. Every damped step then climbs."""
+
+    def __init__(self, target):
+        self.target = np.asarray(target, dtype=float)
+
+    def residuals(self, u):
+        return np.asarray(u, dtype=float) - self.target
+
+    def jacobian(self, u, low, high, unseen=()):
+        return -np.eye(len(self.target))
+
+
+def test_the_fit_moves_one_figure_at_a_time_when_gauss_newton_steps_fail():
+    """With slopes that point the wrong way no Gauss-Newton step lowers the cost; the fit
+    falls back on moving one figure at a time, and so gets near the optimum within bounds
+    (x0.61 and x1.65 steps, then x0.86 and x1.16), where it used to stop at the start."""
+    model = _MisleadingSlopes([1.0, -0.6])
+    low, high = np.full(2, -3.0), np.full(2, 3.0)
+    u, _ = _levenberg_marquardt(model, low, high, max_iterations=12)
+    assert np.abs(u - model.target).max() <= 0.15 / 2 + 1e-12
+    # A bound is respected: the first figure may not rise above 0.4.
+    u, _ = _levenberg_marquardt(model, low, np.array([0.4, 3.0]), max_iterations=12)
+    assert u[0] == pytest.approx(0.4)
+    assert abs(u[1] - model.target[1]) <= 0.15 / 2 + 1e-12

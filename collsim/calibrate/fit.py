@@ -30,6 +30,9 @@ STEP = 0.03          # finite-difference step in u, taken downwards (see ``jacob
 MAX_ITERATIONS = 12
 PICK_SCALES = (0.25, 0.5, 2.0, 4.0)  # sizes in logs step by 2: one or two steps either way
 PICK_GAIN = 0.7  # another switch size must lower the cost by 30% to be taken as measured
+# Moves of one figure at a time, in u = log(factor), tried when a Gauss-Newton step from a
+# fresh Jacobian fails: the coarse ones first (x1.65, x0.61), the fine ones if none helps.
+COORDINATE_MOVES = ((0.5, -0.5), (0.15, -0.15))
 
 
 @dataclass(frozen=True)
@@ -239,7 +242,9 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
                          max_iterations: int = MAX_ITERATIONS) -> tuple[np.ndarray, int]:
     """Damped Gauss-Newton within bounds. The Jacobian is computed once by differences and
     then kept up to date by Broyden's rank-one updates (each simulation of every point costs
-    the same as one column); it is recomputed only when a step fails to lower the cost."""
+    the same as one column); it is recomputed only when a step fails to lower the cost, and
+    when a step from a fresh one fails too, one figure at a time is moved instead
+    (:func:`_coordinate_step`) before giving up."""
     if model is None:
         return np.zeros(0), 0
     u = np.zeros(len(low))
@@ -264,7 +269,10 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
             damping *= 5
         if not improved:
             if fresh:
-                break
+                moved_to = _coordinate_step(model, u, low, high, cost)
+                if moved_to is None:
+                    break
+                u, r, cost = moved_to
             jacobian, fresh, damping = model.jacobian(u, low, high), True, 1e-3
             continue
         moved = trial - u
@@ -276,6 +284,44 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
         if gain < 1e-5 * max(cost, 1e-12) or np.abs(moved).max() < 1e-4:
             break
     return u, iterations
+
+
+def _coordinate_step(model: Model, u: np.ndarray, low: np.ndarray, high: np.ndarray,
+                     cost: float) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """The best move of one figure by ``COORDINATE_MOVES`` that lowers ``cost`` (the point,
+    its residuals and cost), or None. Gauss-Newton needs times that change smoothly with the
+    figures; where a figure moves them by jumps (one that changes NCCL's channel count, say)
+    its difference quotient swamps the step, which then fails however damped."""
+    for moves in COORDINATE_MOVES:
+        best: tuple[np.ndarray, np.ndarray, float] | None = None
+        for j in range(len(u)):
+            for move in moves:
+                trial = u.copy()
+                trial[j] = min(max(u[j] + move, low[j]), high[j])
+                if trial[j] == u[j]:
+                    continue
+                r = model.residuals(trial)
+                trial_cost = float(r @ r)
+                if trial_cost < (cost if best is None else best[2]):
+                    best = (trial, r, trial_cost)
+        if best is not None:
+            return _extended(model, u, best, low, high)
+    return None
+
+
+def _extended(model: Model, start: np.ndarray, best: tuple[np.ndarray, np.ndarray, float],
+              low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """``best``, a move from ``start``, repeated while it keeps lowering the cost."""
+    move = best[0] - start
+    while True:
+        trial = np.clip(best[0] + move, low, high)
+        if np.array_equal(trial, best[0]):
+            return best
+        r = model.residuals(trial)
+        trial_cost = float(r @ r)
+        if trial_cost >= best[2]:
+            return best
+        best = (trial, r, trial_cost)
 
 
 def _errors(cases: Sequence[Case], before: np.ndarray, after: np.ndarray) -> tuple[CaseError, ...]:
