@@ -358,8 +358,9 @@ def worst(table: list[dict], count: int) -> str:
                       key=lambda r: -abs(error(r, "calibrated_busbw")))[:count]
         for r in mine:
             figures = " ".join(f"{k}={v:.3g}" for k, v in sorted(r["factors"].items()))
+            ran = f"{r['forced']} (forced)" if r["forced"] else r["auto_pick"]
             lines.append(f"  {machine:<14} {r['run_id']:<26} {r['size_bytes'] / 2**20:>7g} MiB "
-                         f"{r['auto_pick']:<18} {100 * error(r, 'calibrated_busbw'):+6.1f}%  "
+                         f"{ran:<18} {100 * error(r, 'calibrated_busbw'):+6.1f}%  "
                          f"{figures}")
     return "\n".join(lines)
 
