@@ -357,7 +357,7 @@ class Fabric:
         now = clock(self.env)
         group: dict[Flow, None] = dict.fromkeys(f for f in started if f.attached)
         for channel in freed:
-            group.update(dict.fromkeys(channel.flows))
+            group.update(channel.flows)
         if not group:
             return
         if self.policy.local_updates:
@@ -565,7 +565,7 @@ class Fabric:
                             group[other] = None
                             stack.append(other)
             for channel in flow.channels if flow.attached else ():
-                for other in list(channel.flows):
+                for other in channel.flows:
                     if other not in group and 0 <= other.drain_at <= now:
                         stack.append(other)
 
@@ -574,7 +574,7 @@ class Fabric:
         computation, and the one used when ``local_updates`` is off)."""
         component: dict[Flow, None] = {}
         stack = [start]
-        seen_channels: set[Channel] = set()
+        seen = self.solver.mark()  # channels met carry it
         while stack:
             flow = stack.pop()
             if flow in component or not flow.attached:
@@ -584,8 +584,8 @@ class Fabric:
                 continue
             component[flow] = None
             for channel in flow.channels:
-                if channel not in seen_channels:
-                    seen_channels.add(channel)
+                if channel.fill != seen:
+                    channel.fill = seen
                     stack.extend(channel.flows)
         return list(component)
 
@@ -600,7 +600,7 @@ class Fabric:
             neighbourhood = dict.fromkeys(group)
             for member in group:
                 for channel in member.channels:
-                    neighbourhood.update(dict.fromkeys(channel.flows))
+                    neighbourhood.update(channel.flows)  # its values are None too
             affected = neighbourhood
         changed: dict[Flow, None] = {}
         for flow in affected:
@@ -611,18 +611,36 @@ class Fabric:
             flow.rate = rate
             changed[flow] = None
         # A transfer needs an event when its last byte leaves only if another on its links
-        # is still moving then; the latest last byte per link decides. In a whole component
-        # whose transfers all drain at one instant (an all-to-all) none is outlasted.
-        together = closed and len({flow.drain_at for flow in affected}) == 1
-        last_out: dict[Channel, float] = {}
+        # is still moving then; the latest last byte per link decides (kept in the link's
+        # ``latest`` under a fresh mark). In a whole component every transfer on its links
+        # is one of ``affected``, so one pass over them finds every link's latest; in a
+        # component whose transfers all drain at one instant (an all-to-all) none is
+        # outlasted.
+        mark = self.solver.mark()
+        together = False
+        if closed:
+            drains = [flow.drain_at for flow in affected]
+            together = min(drains) == max(drains)
+            for flow in () if together else affected:
+                drain = flow.drain_at
+                for channel in flow.channels:
+                    if channel.fill != mark:
+                        channel.fill = mark
+                        channel.latest = drain
+                    elif drain > channel.latest:
+                        channel.latest = drain
         for flow in affected:
             outlasted = False
             drain = flow.drain_at
             for channel in () if together else flow.channels:
-                latest = last_out.get(channel)
-                if latest is None:
-                    latest = last_out[channel] = max(f.drain_at for f in channel.flows)
-                if latest > drain:
+                if channel.fill != mark:
+                    channel.fill = mark
+                    latest = -1.0
+                    for other in channel.flows:
+                        if other.drain_at > latest:
+                            latest = other.drain_at
+                    channel.latest = latest
+                if channel.latest > drain:
                     outlasted = True
                     break
             if outlasted != flow.outlasted:

@@ -26,6 +26,7 @@ SAME_RATE = 1e-12
 EPSILON = sys.float_info.epsilon
 # Relative slack of "full" and "fastest" when testing rates for bottlenecks.
 TOLERANCE = 1e-10
+FULL = 1 - TOLERANCE  # the share of a link (or of the fastest rate) that counts as all of it
 
 
 class Channel:
@@ -184,25 +185,22 @@ class MaxMin:
         """``has_bottleneck(flow, rate)``: whether ``flow`` at ``rate`` has a full link on
         which no flow goes faster, every other flow at its rate in ``rates`` or else its
         own (each link's load is summed once)."""
-        load: dict[Channel, tuple[float, float]] = {}
-
-        def channel_state(channel: Channel) -> tuple[float, float]:
-            state = load.get(channel)
-            if state is None:
-                total = fastest = 0.0
-                for flow in channel.flows:
-                    rate = rates.get(flow, flow.rate)
-                    total += rate
-                    if rate > fastest:
-                        fastest = rate
-                state = load[channel] = (total, fastest)
-            return state
+        # Per link met: whether it is full, and the rate a flow needs to be among its fastest.
+        load: dict[Channel, tuple[bool, float]] = {}
 
         def has_bottleneck(flow: Member, rate: float) -> bool:
             for channel in flow.channels:
-                total, fastest = channel_state(channel)
-                if total >= channel.bandwidth * (1 - TOLERANCE) and \
-                        rate >= fastest * (1 - TOLERANCE):
+                state = load.get(channel)
+                if state is None:
+                    total = fastest = 0.0
+                    for other in channel.flows:
+                        other_rate = rates.get(other, other.rate)
+                        total += other_rate
+                        if other_rate > fastest:
+                            fastest = other_rate
+                    state = load[channel] = (total >= channel.bandwidth * FULL,
+                                             fastest * FULL)
+                if state[0] and rate >= state[1]:
                     return True
             return False
 
@@ -227,10 +225,14 @@ class MaxMin:
                     for other in channel.flows:
                         if other not in group and other.rate > rate:
                             joining[other] = None
+        # A neighbour met again is tested again to the same answer: test each one once.
+        tested: set[Member] = set()
         for flow in group:
             for channel in flow.channels:
                 for other in channel.flows:
-                    if other not in group and other not in joining \
-                            and not has_bottleneck(other, other.rate):
+                    if other in tested or other in group or other in joining:
+                        continue
+                    tested.add(other)
+                    if not has_bottleneck(other, other.rate):
                         joining[other] = None
         return joining
