@@ -92,7 +92,8 @@ class MaxMin:
 
         Links wait in a heap by fair share (capacity left / flows left). Freezing the flows
         of the tightest link at its share can only raise the others' shares, so a popped
-        entry whose share has since risen is pushed back with its new value.
+        entry whose share has since risen is pushed back with its new value. The links left
+        once every flow is frozen are not looked at.
         """
         members = dict.fromkeys(flows)
         fill = self.mark()
@@ -124,7 +125,9 @@ class MaxMin:
         heapq.heapify(heap)
         rates: dict[Member, float] = {}
         level = 0.0
-        while heap:
+        # Once every flow is frozen, every link left in the heap has no flow left: stop.
+        count = len(members)
+        while heap and len(rates) < count:
             share, index, bottleneck = heapq.heappop(heap)
             left = bottleneck.users
             if not left:
