@@ -88,6 +88,22 @@ def test_scan_fill_equals_the_oracle(bandwidths, drawn):
     assert shares == sorted(shares)  # frozen from the tightest link up
 
 
+@settings(max_examples=200, deadline=None)
+@given(LINKS, ROUTES)
+def test_component_fill_gives_the_heap_fill_bit_for_bit(bandwidths, drawn):
+    """Given a component's links as the heap fill meets them, with their users counted,
+    the component fill needs no membership test and must give exactly the same floats."""
+    routes, _ = case(bandwidths, drawn)
+    _, flows = build(bandwidths, routes)
+    links = list(dict.fromkeys(c for f in flows for c in f.channels))
+    solver = MaxMin()
+    want = solver.fill(flows)
+    for link in links:
+        link.users = sum(c is link for f in flows for c in f.channels)
+    got = solver.fill_component(flows, links)
+    assert got == want and list(got) == list(want)
+
+
 @settings(max_examples=150, deadline=None)
 @given(LINKS, ROUTES, st.lists(st.floats(0.05, 0.95), min_size=14, max_size=14),
        st.integers(1, 13))

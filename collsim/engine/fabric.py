@@ -370,10 +370,11 @@ class Fabric:
         done: set[Flow] = set()
         for flow in group:
             if flow not in done and flow.attached:
-                component = self._component(flow, now)
+                component, links = self._component(flow, now)
                 done.update(component)
                 if component:
-                    self._apply(component, self.solver.fill(component), now, closed=True)
+                    self._apply(component, self.solver.fill_component(component, links),
+                                now, closed=True)
 
     def _regrant(self, group: dict[Flow, None], now: float) -> None:
         """Max-min rates after a change: small components whole, the rest locally."""
@@ -569,12 +570,14 @@ class Fabric:
                     if other not in group and 0 <= other.drain_at <= now:
                         stack.append(other)
 
-    def _component(self, start: Flow, now: float) -> list[Flow]:
-        """The moving transfers connected to ``start`` through shared links (the reference
-        computation, and the one used when ``local_updates`` is off)."""
+    def _component(self, start: Flow, now: float) -> tuple[list[Flow], list[Channel]]:
+        """The moving transfers connected to ``start`` through shared links, and those links
+        in the order and with the ``users`` :meth:`MaxMin.fill_component` takes (the
+        reference computation, and the one used when ``local_updates`` is off)."""
         component: dict[Flow, None] = {}
+        links: list[Channel] = []
         stack = [start]
-        seen = self.solver.mark()  # channels met carry it
+        seen = self.solver.mark()  # links met carry it
         while stack:
             flow = stack.pop()
             if flow in component or not flow.attached:
@@ -584,10 +587,14 @@ class Fabric:
                 continue
             component[flow] = None
             for channel in flow.channels:
-                if channel.fill != seen:
+                if channel.fill == seen:
+                    channel.users += 1
+                else:
                     channel.fill = seen
+                    channel.users = 1
+                    links.append(channel)
                     stack.extend(channel.flows)
-        return list(component)
+        return list(component), links
 
     def _apply(self, group: Iterable[Flow], rates: dict[Flow, float], now: float,
                closed: bool = False) -> None:

@@ -114,6 +114,26 @@ class MaxMin:
                         left -= other.rate
             channel.capacity = left if left > 0 else 0.0
             channel.initial = channel.users
+        return self._progress(flows, links, len(members), members)
+
+    def fill_component(self, flows: Sequence[Member], links: Sequence[Channel]
+                       ) -> dict[Member, float]:
+        """The rates :meth:`fill` gives a whole component: ``flows`` (each once) are all the
+        flows on ``links``, which are their links listed as ``fill`` meets them (by flow,
+        then along its route), each once and with ``users`` counted as ``fill`` counts
+        them. A search that finds the component lists its links on the way, so no flow is
+        looked up as a member."""
+        for channel in links:
+            left = channel.bandwidth
+            channel.capacity = left if left > 0 else 0.0
+            channel.initial = channel.users
+        return self._progress(flows, links, len(flows), None)
+
+    @staticmethod
+    def _progress(flows: Sequence[Member], links: list[Channel], count: int,
+                  members: dict[Member, None] | None) -> dict[Member, float]:
+        """Progressive filling of ``count`` flows over ``links`` whose scratch is set; a
+        flow on them that is not one of ``members`` (when given) is left out."""
         shares = [c.capacity / c.users for c in links]
         if min(shares) == max(shares):
             # Every link offers the same fair share, so filling freezes every flow at it
@@ -126,7 +146,6 @@ class MaxMin:
         rates: dict[Member, float] = {}
         level = 0.0
         # Once every flow is frozen, every link left in the heap has no flow left: stop.
-        count = len(members)
         while heap and len(rates) < count:
             share, index, bottleneck = heapq.heappop(heap)
             left = bottleneck.users
@@ -141,7 +160,7 @@ class MaxMin:
                 current = level
             level = share = current
             for flow in bottleneck.flows:
-                if flow in rates or flow not in members:
+                if flow in rates or members is not None and flow not in members:
                     continue
                 rates[flow] = share
                 for channel in flow.channels:
