@@ -525,9 +525,7 @@ class Fabric:
         policy, solver = self.policy, self.solver
         departures_only = all(flow.drain_at >= 0 for flow in group)
         for _ in range(policy.local_rounds):
-            if len(group) > policy.local_group or any(
-                    len(channel.flows) > policy.crowded_link
-                    for flow in group for channel in flow.channels):
+            if len(group) > policy.local_group or self._crowded(group):
                 break
             self._drop_drained(group, now)
             if departures_only:
@@ -549,6 +547,16 @@ class Fabric:
         # everything connected is cheaper than checking a large group transfer by transfer.
         self._regrant_components(group, now)
 
+    def _crowded(self, group: dict[Flow, None]) -> bool:
+        """Whether a transfer of ``group`` crosses a link carrying more than the policy's
+        ``crowded_link`` transfers."""
+        crowded = self.policy.crowded_link
+        for flow in group:
+            for channel in flow.channels:
+                if len(channel.flows) > crowded:
+                    return True
+        return False
+
     def _drop_drained(self, group: dict[Flow, None], now: float) -> None:
         """Detach transfers whose last byte has left (they take no bandwidth any more); the
         transfers beside them join the group, since they may now go faster."""
@@ -567,7 +575,7 @@ class Fabric:
                             stack.append(other)
             for channel in flow.channels if flow.attached else ():
                 for other in channel.flows:
-                    if other not in group and 0 <= other.drain_at <= now:
+                    if 0 <= other.drain_at <= now and other not in group:
                         stack.append(other)
 
     def _component(self, start: Flow, now: float) -> tuple[list[Flow], list[Channel]]:
