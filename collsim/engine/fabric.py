@@ -613,9 +613,12 @@ class Fabric:
         affected: Iterable[Flow] = group
         if not closed:
             neighbourhood = dict.fromkeys(group)
+            merged = self.solver.mark()  # links whose transfers joined it
             for member in group:
                 for channel in member.channels:
-                    neighbourhood.update(channel.flows)  # its values are None too
+                    if channel.fill != merged:
+                        channel.fill = merged
+                        neighbourhood.update(channel.flows)  # its values are None too
             affected = neighbourhood
         changed: dict[Flow, None] = {}
         for flow in affected:

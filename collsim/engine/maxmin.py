@@ -140,8 +140,7 @@ class MaxMin:
             # (freezing one link's flows leaves the others' shares as they were): an
             # all-to-all's million flows need no heap.
             return dict.fromkeys(flows, shares[0])
-        heap = [(share, index, c)
-                for index, (share, c) in enumerate(zip(shares, links, strict=True))]
+        heap = list(zip(shares, range(len(links)), links, strict=True))  # (share, index, link)
         heapq.heapify(heap)
         rates: dict[Member, float] = {}
         level = 0.0
@@ -247,10 +246,15 @@ class MaxMin:
                     for other in channel.flows:
                         if other not in group and other.rate > rate:
                             joining[other] = None
-        # A neighbour met again is tested again to the same answer: test each one once.
+        # A neighbour met again is tested again to the same answer: test each one once, and
+        # look at each link once.
         tested: set[Member] = set()
+        scanned: set[Channel] = set()
         for flow in group:
             for channel in flow.channels:
+                if channel in scanned:
+                    continue
+                scanned.add(channel)
                 for other in channel.flows:
                     if other in tested or other in group or other in joining:
                         continue
