@@ -12,12 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collsim.calibrate.cases import case_from_run, repicked
+from collsim.calibrate import fit as fit_module
+from collsim.calibrate.cases import Case, case_from_run, repicked, shape
 from collsim.calibrate.figures import FIGURES, apply
 from collsim.calibrate.fit import Model, _levenberg_marquardt, calibrate, unseen
-from collsim.calibrate.predict import with_figures
+from collsim.calibrate.predict import Pick, with_figures
 from collsim.calibrate.writer import calibrated_yaml
 from collsim.hardware.loader import load_topology, topology_from_text
+from collsim.hardware.machine import ProtocolOverride
+from collsim.hardware.shipped import resolve_topology
 from collsim.nccl.choice import channels, choose
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import model
@@ -140,3 +143,49 @@ def test_the_fit_moves_one_figure_at_a_time_when_gauss_newton_steps_fail():
     u, _ = _levenberg_marquardt(model, low, np.array([0.4, 3.0]), max_iterations=12)
     assert u[0] == pytest.approx(0.4)
     assert abs(u[1] - model.target[1]) <= 0.15 / 2 + 1e-12
+
+
+class _Timed:
+    def __init__(self, time_s):
+        self.time_s = time_s
+
+
+def _capped_times(topology, collective, size, gpus, pick):
+    """A machine whose LL128 sizes run at the protocol's share of a tenth of NVLink's reach
+    and whose Simple sizes at the lesser of NVLink's reach and six NICs: at the preset the
+    network binds Simple, so lowering NVLink's reach and lowering LL128's efficiency slow the
+    same sizes by the same share (their Jacobian columns are one), until NVLink falls below
+    the network."""
+    figures = topology.machine.nccl
+    share = (figures.overrides.get(("LL128", None)) or ProtocolOverride()).efficiency or 1.0
+    nvlink, network = figures.reached("nvlink"), figures.reached("network")
+    rate = share * 0.1 * nvlink if pick.protocol == "LL128" else min(nvlink, 6 * network)
+    return _Timed(10e-6 + size / rate)
+
+
+@pytest.mark.parametrize("looks", [1, 2])
+def test_a_second_look_frees_a_cap_the_preset_hid(monkeypatch, looks):
+    """Measured: LL128 at half the preset's efficiency, NVLink as the preset has it. At the
+    preset NVLink's reach (first in the registry) is kept and LL128's efficiency taken for a
+    copy of it; the fit then lowers NVLink, which slows the Simple sizes too, and misses them.
+    Read again at that point, the two columns differ, and a second fit matches every size."""
+    monkeypatch.setattr(fit_module, "simulate_pick", _capped_times)
+    monkeypatch.setattr(fit_module, "LOOKS", looks)
+    topology, gpus = shape(resolve_topology("h100-cluster"), 2, 8, {}, "toy")
+    sizes = [2**k for k in range(20, 31)]
+    picks = [Pick("ring", "LL128" if s < 2**26 else "Simple", 16) for s in sizes]
+    truth = with_figures(topology, apply(topology.machine.nccl, {"efficiency.LL128": 0.5}))
+    measured = [_capped_times(truth, "allgather", s, gpus, p).time_s
+                for s, p in zip(sizes, picks, strict=True)]
+    case = Case("toy", topology, gpus, "allgather", sizes, measured, picks, 2, 8)
+    names = ["reachable.nvlink", "reachable.network", "efficiency.LL128"]
+    result = calibrate([case], names=names, pick_scales=())
+    fitted = {f.name: f for f in result.figures}
+    if looks == 1:
+        assert not fitted["efficiency.LL128"].determined
+        assert result.errors[0].after_p90 > 0.1
+    else:  # the LL128 sizes fix the product; the Simple ones that NVLink stays above six NICs
+        nvlink, share = fitted["reachable.nvlink"].factor, fitted["efficiency.LL128"].factor
+        assert fitted["efficiency.LL128"].determined and share < 1.0
+        assert nvlink * share == pytest.approx(0.5, rel=0.01)
+        assert result.errors[0].after_p90 < 0.01

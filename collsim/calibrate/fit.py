@@ -28,6 +28,7 @@ SENSITIVITY = 0.05   # d log(time) / d log(factor) some point must reach
 COLLINEAR = 0.3      # share of a column left after projecting out the figures before it
 STEP = 0.03          # finite-difference step in u, taken downwards (see ``jacobian``)
 MAX_ITERATIONS = 12
+LOOKS = 2  # reads of which figures are free: at the preset, then where that fit ended
 PICK_SCALES = (0.25, 0.5, 2.0, 4.0)  # sizes in logs step by 2: one or two steps either way
 PICK_GAIN = 0.7  # another switch size must lower the cost by 30% to be taken as measured
 # Moves of one figure at a time, in u = log(factor), tried when a Gauss-Newton step from a
@@ -90,7 +91,7 @@ class Model:
         paid before any rank starts, so it is added, not simulated."""
         factors = dict(zip(self.names, np.exp(u), strict=True))
         launch = factors.pop("launch", 1.0)
-        key = tuple(sorted((n, round(float(f), 12)) for n, f in factors.items()))
+        key = tuple(sorted((n, round(float(f), 12)) for n, f in factors.items() if f != 1.0))
         if key not in self.cache:
             out = []
             for case, figures in zip(self.cases, self.figures, strict=True):
@@ -197,7 +198,12 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
 
 def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
          ) -> tuple[Calibration, float]:
-    """The continuous fit of ``names`` with the cases' picks as they are, and its cost."""
+    """The continuous fit of ``names`` with the cases' picks as they are, and its cost.
+
+    Which figures are free is read off the Jacobian at the preset, then again at the fitted
+    point (``LOOKS``): a cap that does not bind at the preset (a protocol's efficiency under
+    a link that binds as tightly) looks like a copy of the figure that does, and becomes
+    distinguishable only once the fit has moved that one."""
     machine = cases[0].topology.machine
     figures = resolved(machine.nccl, machine.gpu.arch)
     by_name = {f.name: f for f in FIGURES}
@@ -206,17 +212,27 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
     high = np.log([b[1] for b in bounds])
     model = Model(cases, names)
     u0 = np.zeros(len(names))
-    jacobian = model.jacobian(u0, low, high, unseen(cases, names))
+    never = unseen(cases, names)
+    jacobian = model.jacobian(u0, low, high, never)
     why = identifiable(jacobian, names)
-    free = [n for n in names if n not in why]
-    index = [names.index(n) for n in free]
-    fitted = Model(cases, free)
-    fitted.cache = {tuple(sorted((n, 1.0) for n in free if n != "launch")):
-                    model.times(u0)} if free else {}
-    fitted_u, iterations = _levenberg_marquardt(fitted if free else None, low[index],
-                                                high[index], jacobian[:, index],
-                                                max_iterations)
-    factors = dict(zip(free, np.exp(fitted_u), strict=True))
+    u, iterations = u0, 0
+    for look in range(LOOKS):
+        if look:  # the Jacobian where the last look's fit ended
+            jacobian = model.jacobian(u, low, high, never)
+            more = {n: w for n, w in identifiable(jacobian, names).items() if n in why}
+            if len(more) == len(why):
+                break
+            why = more
+        index = [j for j, n in enumerate(names) if n not in why]
+        free = Model(cases, [names[j] for j in index])
+        free.cache = model.cache  # the same simulations, keyed by the factors that are not 1
+        fitted_u, steps = _levenberg_marquardt(free if index else None, low[index],
+                                               high[index], jacobian[:, index],
+                                               max_iterations, start=u[index])
+        u = u0.copy()
+        u[index] = fitted_u
+        iterations += steps
+    factors = {n: float(math.exp(u[j])) for j, n in enumerate(names) if n not in why}
     nccl = calibrated(machine, factors)
     outcome = []
     for n in names:
@@ -226,12 +242,11 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
             before, after = 1.0, factors[n]
         at = ""
         if n in factors:
-            u = math.log(factors[n])
-            at = "lower" if u <= low[names.index(n)] + 1e-6 else \
-                "upper" if u >= high[names.index(n)] - 1e-6 else ""
+            at = "lower" if u[names.index(n)] <= low[names.index(n)] + 1e-6 else \
+                "upper" if u[names.index(n)] >= high[names.index(n)] - 1e-6 else ""
         outcome.append(Fitted(n, before, after, factors.get(n, 1.0), n not in why,
                               why.get(n, ""), at))
-    final = fitted.times(fitted_u) if free else model.times(u0)
+    final = model.times(u)
     residual = np.log(final) - model.measured
     return (Calibration(tuple(outcome), nccl, _errors(cases, model.times(u0), final),
                         iterations), float(residual @ residual))
@@ -239,7 +254,8 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
 
 def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
                          jacobian: np.ndarray | None = None,
-                         max_iterations: int = MAX_ITERATIONS) -> tuple[np.ndarray, int]:
+                         max_iterations: int = MAX_ITERATIONS,
+                         start: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Damped Gauss-Newton within bounds. The Jacobian is computed once by differences and
     then kept up to date by Broyden's rank-one updates (each simulation of every point costs
     the same as one column); it is recomputed only when a step fails to lower the cost, and
@@ -247,7 +263,7 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
     (:func:`_coordinate_step`) before giving up."""
     if model is None:
         return np.zeros(0), 0
-    u = np.zeros(len(low))
+    u = np.zeros(len(low)) if start is None else start.copy()
     r = model.residuals(u)
     cost, damping, iterations = float(r @ r), 1e-3, 0
     fresh = jacobian is None
