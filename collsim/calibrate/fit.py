@@ -7,7 +7,8 @@ Identifiability is read off the Jacobian at the preset: a figure no measured tim
 sizes says nothing about LL's latency) is undetermined, and so is one whose column is almost
 a combination of figures before it in the registry (``COLLINEAR``: on one rank count, the
 launch cost and a protocol's latency add up to one figure, which is then the launch cost).
-Undetermined figures keep the preset's value."""
+Undetermined figures keep the preset's value. The read is repeated where the fit ends
+(``LOOKS``), for a second fit with the figures that have become distinguishable there."""
 
 from __future__ import annotations
 
