@@ -13,6 +13,7 @@ import algorithms  # noqa: E402
 import engine  # noqa: E402
 import rate_floor  # noqa: E402
 import scale  # noqa: E402
+import tree_symmetry  # noqa: E402
 
 
 @pytest.mark.parametrize("family", ["double_binary_tree (64 MiB)", "direct", "binary_tree"])
@@ -44,3 +45,13 @@ def test_engine_and_scale_benchmarks_run_at_a_small_size(monkeypatch):
     assert case["gpus"] == 16 and case["path"] == "lockstep" and case["time_s"] > 0
     case = scale.one(str(scale.CLUSTER), 2, "ring", {"channels": 1}, {"fabric.routing": "dmodk"})
     assert case["path"] == "full"
+
+
+@pytest.mark.parametrize("n", [6, 7, 16, 33, 64])
+def test_the_double_tree_leaves_no_two_nodes_alike_where_one_tree_does(n):
+    """One binary tree leaves nodes alike (all leaves of a level); with its mirror or shift
+    every node is told apart; a ring is one class."""
+    first, second = tree_symmetry.double_tree(n)
+    assert tree_symmetry.classes((first,), n) < n
+    assert tree_symmetry.classes((first, second), n) == n
+    assert tree_symmetry.classes((tree_symmetry.ring(n),), n) == 1
