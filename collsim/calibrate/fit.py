@@ -27,6 +27,8 @@ from collsim.nccl.names import PROTOCOLS
 
 SENSITIVITY = 0.05   # d log(time) / d log(factor) some point must reach
 COLLINEAR = 0.3      # share of a column left after projecting out the figures before it
+UNSEEN = "no measured time depends on it"
+ALIKE = "the logs cannot tell it apart from the figures before it"
 STEP = 0.03          # finite-difference step in u, taken downwards (see ``jacobian``)
 MAX_ITERATIONS = 12
 LOOKS = 2  # reads of which figures are free: at the preset, then where that fit ended
@@ -155,13 +157,13 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
     for j in range(len(names)):  # registry order: on a tie the physical cause goes first
         name = names[j]
         if sensitivity[j] < SENSITIVITY:
-            why[name] = "no measured time depends on it"
+            why[name] = UNSEEN
             continue
         column = jacobian[:, j].copy()
         for basis in accepted:
             column -= basis * (basis @ column)
         if np.linalg.norm(column) < COLLINEAR * np.linalg.norm(jacobian[:, j]):
-            why[name] = "the logs cannot tell it apart from the figures before it"
+            why[name] = ALIKE
             continue
         accepted.append(column / np.linalg.norm(column))
     return why
@@ -204,7 +206,9 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
     Which figures are free is read off the Jacobian at the preset, then again at the fitted
     point (``LOOKS``): a cap that does not bind at the preset (a protocol's efficiency under
     a link that binds as tightly) looks like a copy of the figure that does, and becomes
-    distinguishable only once the fit has moved that one."""
+    distinguishable only once the fit has moved that one. Only such copies are reconsidered:
+    a figure no size depended on at the preset would be read off where another one ended,
+    often at its bound."""
     machine = cases[0].topology.machine
     figures = resolved(machine.nccl, machine.gpu.arch)
     by_name = {f.name: f for f in FIGURES}
@@ -221,6 +225,7 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
         if look:  # the Jacobian where the last look's fit ended
             jacobian = model.jacobian(u, low, high, never)
             more = {n: w for n, w in identifiable(jacobian, names).items() if n in why}
+            more.update((n, w) for n, w in why.items() if w == UNSEEN)
             if len(more) == len(why):
                 break
             why = more
