@@ -82,6 +82,9 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
                    "aws-p4dn-4n-ar-issue527")},
     **{run: ("p5-efa-cluster", {}, "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl)")
        for run in ("aws-p5-2n-ar", "aws-p5-2n-eks-nccl2185-ar")},
+    # The issue's servers: "3 servers x 8 A100-SXM4-40GB, 4 HDR IB cards each".
+    "a100-3n-hdr-issue119": ("a100-cluster", {"node.nics.count": 4},
+                             "4x 200G HDR per node (the issue's servers)"),
     "gcp-a3mega-h100-2n-ar": ("a3-mega-cluster", {},
                               "A3 Mega: 8x 200G GPUDirect-TCPXO (the repository's name)"),
     # NCCL over TCP sockets (NCCL_IB_DISABLE=1) through one interface: no GPUDirect, one NIC;
