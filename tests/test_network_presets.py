@@ -157,7 +157,8 @@ def test_a_bad_net_latency_names_its_key(tmp_path, value, expected):
 
 def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
     """benchmarks/fidelity.py's RUN_PRESETS: every run is in validation/runs.csv, on a network
-    its preset describes (EFA, TCPXO, sockets), and the preset loads with the overrides."""
+    its preset describes (EFA, TCPXO, sockets, HDR), with the NIC count the source lists where
+    it overrides the preset's, and the preset loads with the overrides."""
     import csv
     import sys
     from pathlib import Path
@@ -176,8 +177,11 @@ def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
         assert t.gpus_per_node == int(row["gpus_per_node"]) and why
         network = f"{row['fabric']} {row['notes']}"
         expected = {"p4d-efa-cluster": "EFA", "p5-efa-cluster": "EFA",
-                    "a3-mega-cluster": "TCPXO", "h100-cluster": "TCP sockets"}[name]
+                    "a3-mega-cluster": "TCPXO", "h100-cluster": "TCP sockets",
+                    "a100-cluster": "IB HDR"}[name]
         assert expected in network
+        if "node.nics.count" in overrides:  # as many NICs as the source lists
+            assert row["nics"].startswith(f"{overrides['node.nics.count']}x")
         assert fidelity.undescribed_network(row) == ""
 
 
