@@ -2,7 +2,7 @@
 equitable partition of the nodes (colour refinement over both trees' parent and child
 edges), against the node count. Nodes in one class see alike neighbours in both trees, to
 any depth; only such nodes could share a simulation exactly (an orbit of the symmetric path
-is one such class). A ring's nodes form one class; the trees' form one class per node.
+lies inside one class). A ring's nodes form one class; the trees' form one class per node.
 
     python benchmarks/tree_symmetry.py [--nodes 16 128 1024 2048]
 """

@@ -223,6 +223,8 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
     u, iterations = u0, 0
     for look in range(LOOKS):
         if look:  # the Jacobian where the last look's fit ended
+            if ALIKE not in why.values():
+                break  # only copies are reconsidered: none is left
             jacobian = model.jacobian(u, low, high, never)
             more = {n: w for n, w in identifiable(jacobian, names).items() if n in why}
             more.update((n, w) for n, w in why.items() if w == UNSEEN)
@@ -241,15 +243,14 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
     factors = {n: float(math.exp(u[j])) for j, n in enumerate(names) if n not in why}
     nccl = calibrated(machine, factors)
     outcome = []
-    for n in names:
+    for j, n in enumerate(names):
         figure = by_name[n]
         before, after = figure.value(figures), figure.value(nccl)
         if n not in why and n.startswith(("latency.", "efficiency.")):
             before, after = 1.0, factors[n]
         at = ""
         if n in factors:
-            at = "lower" if u[names.index(n)] <= low[names.index(n)] + 1e-6 else \
-                "upper" if u[names.index(n)] >= high[names.index(n)] - 1e-6 else ""
+            at = "lower" if u[j] <= low[j] + 1e-6 else "upper" if u[j] >= high[j] - 1e-6 else ""
         outcome.append(Fitted(n, before, after, factors.get(n, 1.0), n not in why,
                               why.get(n, ""), at))
     final = model.times(u)

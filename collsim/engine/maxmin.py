@@ -249,12 +249,12 @@ class MaxMin:
         # A neighbour met again is tested again to the same answer: test each one once, and
         # look at each link once.
         tested: set[Member] = set()
-        scanned: set[Channel] = set()
+        scanned = self.mark()
         for flow in group:
             for channel in flow.channels:
-                if channel in scanned:
+                if channel.fill == scanned:
                     continue
-                scanned.add(channel)
+                channel.fill = scanned
                 for other in channel.flows:
                     if other in tested or other in group or other in joining:
                         continue
