@@ -54,11 +54,19 @@ LARGE_RUN, LARGE_ITERATIONS, LARGE_FIT_MAX = 8, 6, 2**30
 FORCED = {"ring": "ring", "tree": "nccl_tree"}
 # (fitted on, predicted) runs of one machine and source: fewer GPUs -> more (1 node -> 2-4,
 # one GPU per node -> eight, 4 of a node's 8 GPUs -> 8).
-SCALE_UP = (("vp-h100-1n-ar", "vp-h100-4n-ar"), ("gcp-a4-b200-2x1-ag", "gcp-a4-b200-2n-ag"),
+# A machine's smaller run and its larger ones from the same source: one node of H100 (its
+# allreduce, also predicting other collectives on 4 nodes), one tray of GB300 or GB200 (4 GPUs)
+# predicting 2 trays, a rack (16 trays) and two racks.
+SCALE_UP = (*(("vp-h100-1n-ar", f"vp-h100-4n-{c}") for c in ("ar", "ag", "bcast", "reduce")),
+            ("gcp-a4-b200-2x1-ag", "gcp-a4-b200-2n-ag"),
             ("aws-p4dn-1n-ar-issue527", "aws-p4dn-2n-ar-issue527"),
             ("aws-p4dn-1n-ar-issue527", "aws-p4dn-4n-ar-issue527"),
             ("gb200-3xnvl4-ring-issue1801", "gb200-3xnvl8-ring-issue1801"),
-            ("gb200-3xnvl4-tree-issue1801", "gb200-3xnvl8-tree-issue1801"))
+            ("gb200-3xnvl4-tree-issue1801", "gb200-3xnvl8-tree-issue1801"),
+            *((f"oci-{gpu}-{c}-1tray", f"oci-{gpu}-{c}-{n}tray")
+              for gpu, c, trays in (("gb300", "ar", (2, 16, 32)), ("gb300", "a2a", (2, 16, 32)),
+                                    ("gb200", "ar", (32,)), ("gb200", "a2a", (2, 16, 32)))
+              for n in trays))
 
 
 @dataclass

@@ -155,10 +155,8 @@ def test_a_bad_net_latency_names_its_key(tmp_path, value, expected):
     assert "net_latency" in str(error.value) and expected in str(error.value)
 
 
-def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
-    """benchmarks/fidelity.py's RUN_PRESETS: every run is in validation/runs.csv, on a network
-    its preset describes (EFA, TCPXO, sockets, HDR), with the NIC count the source lists where
-    it overrides the preset's, and the preset loads with the overrides."""
+def _fidelity_and_runs():
+    """benchmarks/fidelity.py as a module, and validation/runs.csv by run id."""
     import csv
     import sys
     from pathlib import Path
@@ -170,7 +168,14 @@ def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
     finally:
         sys.path.remove(str(root / "benchmarks"))
     with (root / "validation" / "runs.csv").open() as f:
-        runs = {row["run_id"]: row for row in csv.DictReader(f)}
+        return fidelity, {row["run_id"]: row for row in csv.DictReader(f)}
+
+
+def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
+    """benchmarks/fidelity.py's RUN_PRESETS: every run is in validation/runs.csv, on a network
+    its preset describes (EFA, TCPXO, sockets, HDR), with the NIC count the source lists where
+    it overrides the preset's, and the preset loads with the overrides."""
+    fidelity, runs = _fidelity_and_runs()
     for run, (name, overrides, why) in fidelity.RUN_PRESETS.items():
         row = runs[run]
         t = preset(name, nodes=int(row["nodes"]), **overrides)
@@ -183,6 +188,18 @@ def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
         if "node.nics.count" in overrides:  # as many NICs as the source lists
             assert row["nics"].startswith(f"{overrides['node.nics.count']}x")
         assert fidelity.undescribed_network(row) == ""
+
+
+def test_each_scale_up_pair_is_one_machine_measured_by_one_source_at_two_scales():
+    """fidelity.py's SCALE_UP: the run calibrated on and the run predicted share the GPU model
+    and the source (repository or issue), and the predicted one has more GPUs."""
+    fidelity, runs = _fidelity_and_runs()
+    assert len(fidelity.SCALE_UP) >= 10
+    for small, large in fidelity.SCALE_UP:
+        fit_on, target = runs[small], runs[large]
+        assert fit_on["gpu_model"] == target["gpu_model"]
+        assert fit_on["source"].split("@")[0] == target["source"].split("@")[0]
+        assert int(target["gpus"]) > int(fit_on["gpus"])
 
 
 @pytest.mark.parametrize("name, taken_from", [
