@@ -409,9 +409,9 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
         "# busbw error against published measurements (rows >= 1 MiB)\n\n"
         "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
         f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
-        "on a 32-GPU run takes about a minute); `forced` where the source says what ran; "
-        "`python benchmarks/fidelity.py` (seconds with the cache of fits and simulations, "
-        "a few minutes without)."
+        "on a 32-GPU run takes 1-7 minutes a half); `forced` where the source says what ran; "
+        "`python benchmarks/fidelity.py` (about 4 minutes with the cache of fits, "
+        "about an hour without)."
         + (" `described` is `all` without the rows on networks no preset describes (listed "
            "below; they stay in their machine's line and in `all`)." if undescribed_rows
            else "")
