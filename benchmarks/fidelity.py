@@ -52,11 +52,9 @@ MAX_SIM_RANKS = 128  # larger runs take minutes per point to simulate: left out,
 # search for NCCL's switch sizes (pick_scale: each candidate is a fit of its own).
 LARGE_RUN, LARGE_ITERATIONS, LARGE_FIT_MAX = 8, 6, 2**30
 FORCED = {"ring": "ring", "tree": "nccl_tree"}
-# (fitted on, predicted) runs of one machine and source: fewer GPUs -> more (1 node -> 2-4,
-# one GPU per node -> eight, 4 of a node's 8 GPUs -> 8).
-# A machine's smaller run and its larger ones from the same source: one node of H100 (its
-# allreduce, also predicting other collectives on 4 nodes), one tray of GB300 or GB200 (4 GPUs)
-# predicting 2 trays, a rack (16 trays) and two racks.
+# (fitted on, predicted) runs of one machine and source, fewer GPUs -> more: 1 node -> 2-4
+# (the H100 node's allreduce also predicts the 4 nodes' other collectives), one GPU per node
+# -> eight, a GB300 or GB200 tray (4 GPUs) -> 2 trays, a rack (16 trays) and two racks.
 SCALE_UP = (*(("vp-h100-1n-ar", f"vp-h100-4n-{c}") for c in ("ar", "ag", "bcast", "reduce")),
             ("gcp-a4-b200-2x1-ag", "gcp-a4-b200-2n-ag"),
             ("aws-p4dn-1n-ar-issue527", "aws-p4dn-2n-ar-issue527"),
