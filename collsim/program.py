@@ -143,7 +143,7 @@ class HelperRank:
 class Job:
     """One collective call as every rank's program sees it.
 
-    ``count`` is the size in elements with DESIGN.md's convention (the per-rank buffer for
+    ``count`` is the size in elements (docs/design.md#collectives: the per-rank buffer for
     broadcast, reduce, allreduce, alltoall, scan; the full gathered buffer for gather,
     allgather, scatter, reducescatter). ``params`` carries algorithm parameters such as
     ``chunk_size`` (bytes) already validated. ``ring`` is the topology-aware ring order of

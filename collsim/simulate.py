@@ -32,8 +32,9 @@ COLUMNS = TABLE_COLUMNS
 
 @dataclass(frozen=True)
 class PointResult:
-    """One row of the results table (DESIGN.md's columns, then what the call ran with) plus
-    what the engine counted; ``speedup_vs_auto`` for ``best`` (auto's time / best's)."""
+    """One row of the results table (docs/design.md#results-table: its columns, then what the
+    call ran with) plus what the engine counted; ``speedup_vs_auto`` for ``best`` (auto's time
+    / best's)."""
 
     topology: str
     collective: str

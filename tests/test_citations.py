@@ -20,7 +20,7 @@ TOPOLOGIES = ("topologies",)
 OUTSIDE = re.compile(r"\bDESIGN\.md\b|\bREFERENCE\.md\b|\bnotes[\s#]*§|nccl_model\.md")
 # A repository path docs/<file>.md, not part of a longer path and not the path of a file in
 # another repository (sources cite those as "github.com/owner/name@commit docs/x.md").
-DOC_PATH = re.compile(r"(?<![\w./(-])(?<!@[0-9a-f]{7} )(?<!@[0-9a-f]{8} )(?<!@[0-9a-f]{40} )"
+DOC_PATH = re.compile(r"(?<![\w./-])(?<!\]\()(?<!@[0-9a-f]{7} )(?<!@[0-9a-f]{8} )(?<!@[0-9a-f]{40} )"
                       r"((?:\.\./)*docs/[\w./-]+?\.md)(?:#([\w-]+))?")
 # A markdown link's target: path and anchor (either may be empty, not both).
 LINK = re.compile(r"\]\(([^()\s#]*)(?:#([^()\s]*))?\)")
@@ -142,7 +142,7 @@ def test_every_kind_of_broken_citation_is_reported_with_its_line(tmp_path):
     code.mkdir()
     (code / "mod.py").write_text(
         "# docs/page.md#the-model-enginecostspy and docs/page.md#tuning-channels hold.\n"
-        "# docs/page.md#not-a-heading, docs/missing.md and page.md#nope do not.\n"
+        "# docs/page.md#not-a-heading, (docs/missing.md) and page.md#nope do not.\n"
         "# (DESIGN.md's columns; REFERENCE.md; notes\n# §2.1)\n"
         "# github.com/o/r@abcdef0 docs/elsewhere.md is another repository's file.\n"
         "TEXT = '[design](page.md#lanes) [old](old.md)'\n",

@@ -1,6 +1,6 @@
 """Topology -> NcclSystem: what NCCL sees of a preset, and NCCL's graphs for it (the table of
-notes §2.3, worked by hand in tests/test_nccl_search.py on hand-built systems, reproduced here
-from the shipped files)."""
+docs/nccl.md#topology-graphs, worked by hand in tests/test_nccl_search.py on hand-built
+systems, reproduced here from the shipped files)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ def figures(graph):
 
 
 @pytest.mark.parametrize("name, overrides, ring, tree, nvls, channels", [
-    # notes §2.3: DGX A100 12 x 20; DGX H100 12 x 30, NVLS 8 heads 40 / 60; DGX B200 16 x 45,
-    # NVLS 80 / 90; an H100 node with 8 x 400G NICs 8 x 48 (TREE), NVLS 40 / 48; an A100 node
-    # with 8 x 200G 8 x 24; 2 L40S on PCIe Gen4 2 x 12.
+    # docs/nccl.md#topology-graphs: DGX A100 12 x 20; DGX H100 12 x 30, NVLS 8 heads 40 / 60;
+    # DGX B200 16 x 45, NVLS 80 / 90; an H100 node with 8 x 400G NICs 8 x 48 (TREE), NVLS
+    # 40 / 48; an A100 node with 8 x 200G 8 x 24; 2 L40S on PCIe Gen4 2 x 12.
     ("dgx-a100", {}, ("RING", 12, 20, 20), ("BALANCED_TREE", 12, 20, 20), None, 24),
     ("dgx-h100", {}, ("RING", 12, 30, 30), ("BALANCED_TREE", 12, 30, 30),
      ("NVLS", 8, 40, 60), 24),

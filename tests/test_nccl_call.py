@@ -110,7 +110,7 @@ def test_textbook_algorithms_run_under_the_ring_simple_costs():
 
 
 def test_canonical_kinds_keep_the_ideal_model():
-    machine = load_topology("topologies/switch-64.yaml")  # DESIGN.md: 2 us, 100 GB/s, 1 TB/s
+    machine = load_topology("topologies/switch-64.yaml")  # 2 us, 100 GB/s, 1 TB/s
     ring = simulate(machine, "allreduce", "ring", 8, 64 * MiB)
     p, n = 8, 64 * MiB
     want = 2 * (p - 1) * 2e-6 + 2 * (p - 1) / p * n / 100e9 + (p - 1) / p * n / 1e12

@@ -1,6 +1,7 @@
 """``auto``: NCCL's pick of algorithm, protocol and channels, against cases worked by hand from
-the constants (notes §1.1), the graphs (§2.3, checked in test_nccl_search.py) and the formulas
-(§1.2-1.6). Times in µs in the comments; the code returns seconds."""
+the constants (docs/nccl.md#tuning-constants), the graphs (docs/nccl.md#topology-graphs, checked
+in test_nccl_search.py) and the formulas (docs/nccl.md#tuning). Times in µs in the comments; the
+code returns seconds."""
 
 from __future__ import annotations
 
@@ -60,8 +61,8 @@ def test_ll_at_small_sizes_on_an_h100_node():
 
 def test_h100_node_switches_from_ring_ll_to_nvls_between_1_and_2_mib():
     # 1 MiB: Ring LL 15 + 1048576/80571 = 28.01 < NVLS 25 + 1048576/272000 = 28.86.
-    # 2 MiB: NVLS 25 + 7.71 = 32.71 < Ring LL 15 + 26.03 = 41.03 (notes §1.7; nccl-tests #309
-    # reports Ring LL up to 1 MB and NVLS from 2 MB on such a node).
+    # 2 MiB: NVLS 25 + 7.71 = 32.71 < Ring LL 15 + 26.03 = 41.03 (docs/nccl.md#tuning-worked;
+    # nccl-tests #309 reports Ring LL up to 1 MB and NVLS from 2 MB on such a node).
     one = choose(DGX_H100, "allreduce", MiB)
     assert (one.algorithm, one.protocol) == ("ring", "LL")
     assert us(one) == pytest.approx(15.0 + MiB / (1000 * 141 * 8 / 14))
@@ -80,7 +81,7 @@ def test_ll128_on_an_a100_node_at_mid_sizes():
 
 
 def test_simple_ring_on_an_a100_node_at_1_gib():
-    # 56 + 2^30 / (240 x 8/14 x 1000) = 56 + 7829.4 = 7885.4 µs (notes §1.7: 7885).
+    # 56 + 2^30 / (240 x 8/14 x 1000) = 56 + 7829.4 = 7885.4 µs (docs/nccl.md#tuning-worked).
     # Threads: Ring Simple 512 (ring 12 x 20 = 240 > PCI_BW 12) + a sync warp = 544.
     c = choose(DGX_A100, "allreduce", GiB)
     assert (c.algorithm, c.protocol, c.channels, c.threads) == ("ring", "Simple", 24, 544)
@@ -184,7 +185,7 @@ def test_b200_node_uses_nvls_from_4_mib_on_24_channels():
     assert us(c) == pytest.approx(25 + 4 * MiB / (1000 * 720 * 8 / 14))
 
 
-# --- notes §1.7 -------------------------------------------------------------------------------
+# --- docs/nccl.md#tuning-worked ---------------------------------------------------------------
 
 @pytest.mark.parametrize("size, algorithm, protocol, time_us", [
     (8, "ring", "LL", 15.0), (64 * KiB, "ring", "LL", 16.3), (MiB, "ring", "LL", 35.9),

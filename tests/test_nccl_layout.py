@@ -23,7 +23,8 @@ def edges(tree) -> dict[int, tuple[int, ...]]:
 
 
 def test_binary_tree_of_14_nodes_is_the_one_trees_cc_draws():
-    # notes §2.6: root 0 -> 8; 8 -> 4, 12; 4 -> 2, 6; 12 -> 10, 13; then the leaves.
+    # docs/nccl.md#topology-trees: root 0 -> 8; 8 -> 4, 12; 4 -> 2, 6; 12 -> 10, 13; then the
+    # leaves.
     tree = binary_tree(14)
     assert tree.root == 0
     assert edges(tree) == {0: (8,), 8: (4, 12), 4: (2, 6), 12: (10, 13), 2: (1, 3),

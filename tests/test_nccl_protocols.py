@@ -39,7 +39,8 @@ def test_machines_without_nccl_figures_get_the_ideal_model(topology):
 
 
 @pytest.mark.parametrize("protocol, base, nvlink, pcie, network, wire", [
-    # NCCL's baseLat and hwLat for Ring (notes §1.1), LL 8/16, LL128 120/128 bytes
+    # NCCL's baseLat and hwLat for Ring (docs/nccl.md#tuning-constants), LL 8/16, LL128 120/128
+    # bytes
     ("LL", 6.6, 0.6, 1.0, 2.7, 2.0),
     ("LL128", 14.0, 1.9, 2.5, 4.0, 128 / 120),
     ("Simple", 8.4, 3.4, 5.7, 14.0, 1.0),
@@ -73,7 +74,8 @@ def test_reachable_bandwidth_scales_every_link_of_a_class():
 
 
 @pytest.mark.parametrize("topology, family, protocol, channel_cap, gpu_cap", [
-    # NCCL's per-arch tables (notes §1.1), column by node count; GB/s of payload
+    # NCCL's per-arch tables (docs/nccl.md#tuning-constants), column by node count; GB/s of
+    # payload
     (H100, "ring", "LL", None, 141.0),           # llMaxBw Hopper, one node
     (CLUSTER, "ring", "LL", None, 39.0),         # two nodes: the CPU's row (Intel), N2
     (preset("a100-cluster", nodes=2), "ring", "LL", None, 22.5),   # AMD CPUs, N2

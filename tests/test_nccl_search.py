@@ -1,5 +1,5 @@
-"""NCCL's topology search reduced to arithmetic: the graphs of notes §2.3, worked by hand from
-the speed arrays and link figures, and other machine shapes."""
+"""NCCL's topology search reduced to arithmetic: the graphs of docs/nccl.md#topology-graphs,
+worked by hand from the speed arrays and link figures, and other machine shapes."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_dgx_h100():
     # (start 50: 8 x 50 = 400 <= 370.8 * 8/7); pass 2 raises bwInter 50, 60 (< 2 x 40).
     # Tree: the ring's 12 channels fit at the first speed (12 x 30 <= 370.8 * 8/7), so the
     # search stops before its SM90 fallback to the plain TREE pattern: BALANCED_TREE, no x0.85
-    # (notes §1.7 assumed TREE here; no pick on one node changes either way).
+    # (TREE here would change no pick on one node either).
     g = search(DGX_H100)
     assert figures(g.ring) == ("RING", 12, 30.0, 30.0)
     assert figures(g.tree) == ("BALANCED_TREE", 12, 30.0, 30.0)

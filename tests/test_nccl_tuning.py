@@ -1,5 +1,6 @@
-"""NCCL's cost tables and time per call, against hand arithmetic from the constants of notes
-§1.1 and the graphs of §2.3 (test_nccl_search.py checks those graphs)."""
+"""NCCL's cost tables and time per call, against hand arithmetic from the constants of
+docs/nccl.md#tuning-constants and the graphs of docs/nccl.md#topology-graphs (test_nccl_search.py
+checks those graphs)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def cell(system, collective, algorithm, protocol):
     ("nccl_tree", "Simple", 220.8 * 0.5, 8.4 + 2 * 7 * 4.0),
 ])
 def test_dgx_a100_allreduce_table(algorithm, protocol, bandwidth, latency):
-    # notes §1.7: Ring LL 15.0/50.1, LL128 40.6/126.2, Simple 56.0/137.1; Tree LL 15.2/29.1,
-    # LL128 31.5/85.9, Simple 64.4/110.4.
+    # docs/nccl.md#tuning-worked: Ring LL 15.0/50.1, LL128 40.6/126.2, Simple 56.0/137.1;
+    # Tree LL 15.2/29.1, LL128 31.5/85.9, Simple 64.4/110.4.
     assert cell(DGX_A100, "allreduce", algorithm, protocol) == pytest.approx(
         (bandwidth, latency), rel=1e-12)
 
@@ -61,7 +62,7 @@ def test_broadcast_ring_latency_depends_on_same_channels():
     (16, 8.4 + 224 * 3.4 + 30 * 14, 25 + 2 * 4 * 20.9),
 ])
 def test_h100_cluster_latencies(nodes, ring_simple, nvls_tree):
-    # notes §1.7: Ring Simple 131.6 / 282.8 / 1190; NVLSTree 66.8 / 108.6 / 192.2.
+    # docs/nccl.md#tuning-worked: Ring Simple 131.6 / 282.8 / 1190; NVLSTree 66.8 / 108.6 / 192.2.
     system = h100_cluster(nodes)
     assert cell(system, "allreduce", "ring", "Simple")[1] == pytest.approx(ring_simple)
     assert cell(system, "allreduce", "nvls_tree", "Simple")[1] == pytest.approx(nvls_tree)

@@ -94,7 +94,8 @@ def _candidate(choice, algorithm, protocol):
                                                                               protocol))
 
 
-# NCCL's model worked by hand (µs; notes §1.3; hwLat and baseLat of constants.py):
+# NCCL's model worked by hand (µs; docs/nccl.md#tuning-latencies; hwLat and baseLat of
+# constants.py):
 #   Tree LL  = 6.8 + 2 ((ppn-1) 0.6 + log2(nodes) (5.0 + plugin latency))
 #   Ring LL  = 6.6 + (2(p-1) - 2(nodes-1)) max(0.6, netOverhead) + 2(nodes-1)(2.7 + plugin)
 #   NVLS (one node) = 25; NVLSTree Simple = 25 + 2 log2(nodes) 20.9

@@ -27,7 +27,7 @@ from collsim.simulate import COLUMNS
 
 
 def test_columns_are_the_simulators():
-    # DESIGN.md's columns first, then what the call ran with.
+    # The contract's columns first (docs/design.md#results-table), then what the call ran with.
     assert (*RESULT_COLUMNS, "protocol", "channels", "selected") == COLUMNS
 
 

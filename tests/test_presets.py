@@ -1,5 +1,5 @@
-"""The presets of real machines (DESIGN.md "Shipped presets"): each loads, declares its GPU and
-NCCL figures with a source or an assumption beside every figure, takes the overrides DESIGN.md
+"""The presets of real machines (docs/design.md#real-machines): each loads, declares its GPU and
+NCCL figures with a source or an assumption beside every figure, takes the overrides the contract
 promises (clusters: nodes, NIC count, NIC speed; the L40S server: GPU count), and keeps the
 physical figures of its sources."""
 
@@ -64,7 +64,8 @@ def test_every_preset_declares_gpu_and_nccl(name):
 
 
 @pytest.mark.parametrize("name, arch, nvlink, reachable, nvls, cpu", [
-    # REFERENCE.md per-GPU NVLink per direction; NCCL's links x per-link figure (notes §2.1)
+    # Per-GPU NVLink per direction (docs/hardware.md#nvlink); NCCL's links x per-link figure
+    # (docs/nccl.md#topology-figures)
     ("dgx-a100", 80, 300e9, 240e9, False, "amd"),
     ("dgx-h100", 90, 450e9, 370.8e9, True, "intel"),
     ("dgx-h200", 90, 450e9, 370.8e9, True, "intel"),

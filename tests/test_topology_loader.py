@@ -1,4 +1,5 @@
-"""Canonical topology files: DESIGN.md's keys, overrides, and clear errors."""
+"""Canonical topology files: the contract's keys (docs/design.md#kinds), overrides, and clear
+errors."""
 
 import pytest
 

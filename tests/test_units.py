@@ -1,4 +1,4 @@
-"""Sizes, bandwidths and times from text, as DESIGN.md lists them."""
+"""Sizes, bandwidths and times from text, as docs/design.md#units lists them."""
 
 import contextlib
 

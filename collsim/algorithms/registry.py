@@ -15,7 +15,7 @@ from collsim.program import Job, ProgramFactory
 
 @dataclass(frozen=True)
 class Cost:
-    """Inputs of a closed form: ranks, size in bytes (DESIGN.md's convention), the uniform
+    """Inputs of a closed form: ranks, size in bytes (docs/design.md#collectives), the uniform
     per-message latency alpha (s), per-byte time beta (s/B), per-byte reduction gamma (s/B)."""
 
     p: int

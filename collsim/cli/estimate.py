@@ -36,7 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "algorithm and protocol, simulated")
     parser.add_argument("--ranks", "-p", required=True, type=int, help="participating GPUs")
     parser.add_argument("--size", "-s", required=True,
-                        help="message size: 4MiB, 1GB, 512 (DESIGN.md's size convention)")
+                        help="message size: 4MiB, 1GB, 512; the per-rank buffer, or the whole "
+                             "gathered one for (all)gather, scatter, reducescatter "
+                             "(docs/design.md#collectives)")
     add_param_argument(parser)
     add_recording_arguments(parser)
     add_straggler_arguments(parser)

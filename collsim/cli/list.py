@@ -17,7 +17,8 @@ from collsim.hardware.loader import KINDS, load_topology
 from collsim.params import COMMON_PARAMS, DEFAULT_CHUNK_BYTES, DEFAULT_DTYPE, DTYPES
 from collsim.yamlfile import load_yaml
 
-# DESIGN.md's table of algorithm names, in its order; the listing follows it.
+# The contract's table of algorithm names (docs/design.md#algorithm-names), in its order; the
+# listing follows it.
 NAME_ORDER = ["ring", "nccl_tree", "binomial", "chain", "binary_tree", "double_binary_tree",
               "recursive_doubling", "halving_doubling", "recursive_halving", "scatter_allgather",
               "reducescatter_gather", "bruck", "direct", "pairwise", "linear", "parameter_server",
@@ -38,7 +39,7 @@ check that this file is what the command prints). -->
 
 Every collective collsim simulates, its algorithms and each one's closed-form cost.
 `collsim list` prints the same with the rank counts and parameters of each algorithm.
-Registry names are DESIGN.md's ([design.md](design.md)).
+Registry names are stable: users type them ([design.md](design.md#algorithm-names)).
 
 - **Any rank count.** Every algorithm serves any p: where a recursive algorithm needs a
   power of two, the extra ranks fold in first and are handed the result at the end, as
@@ -76,7 +77,8 @@ first size on a 2× grid at which ring is faster, from simulation and from the c
 
 The 512-rank double-binary-tree case simulates the tree at 512 MiB and 1 GiB, minutes of
 work, so it runs only with `COLLSIM_SLOW_TESTS=1 pytest`."""
-NOTATION = ("p ranks, n bytes (DESIGN.md's size convention), α latency per message (s), "
+NOTATION = ("p ranks, n bytes (the size convention of [design.md](design.md#collectives)), "
+            "α latency per message (s), "
             "β time per byte (s/B), γ time per byte combined (s/B), ⌈log p⌉ base 2")
 
 
@@ -131,7 +133,7 @@ def markdown_table() -> str:
 
 
 def ordered(collective: str) -> list[Algorithm]:
-    """The collective's algorithms in DESIGN.md's order of names (others last)."""
+    """The collective's algorithms in the contract's order of names (others last)."""
     rank = {name: i for i, name in enumerate(NAME_ORDER)}
     return sorted(algorithms_for(collective), key=lambda a: rank.get(a.name, len(rank)))
 

@@ -117,7 +117,8 @@ class Topology:
 
 
 class SwitchTopology(Topology):
-    """Every GPU has one full-duplex port to one non-blocking switch (DESIGN.md's ``switch``).
+    """Every GPU has one full-duplex port to one non-blocking switch (``switch``,
+    docs/design.md#kinds).
 
     Link 2g carries GPU g's traffic up to the switch, link 2g+1 the switch's traffic down.
     The switch itself is the endpoint ``switch`` (index ``gpus``).
@@ -140,7 +141,8 @@ class SwitchTopology(Topology):
 
 
 class FullyConnectedTopology(Topology):
-    """A dedicated full-duplex link between every pair of GPUs (DESIGN.md's ``fully_connected``)."""
+    """A dedicated full-duplex link between every pair of GPUs (``fully_connected``,
+    docs/design.md#kinds)."""
 
     def route(self, src: int, dst: int) -> tuple[int, ...]:
         return (src * (self.gpus - 1) + (dst if dst < src else dst - 1),)

@@ -2,11 +2,12 @@
 communicator, built from the topology's links and its ``gpu`` / ``nccl`` declarations.
 
 NCCL's topology holds only the GPUs of the communicator, so a call on 4 of a node's 8 GPUs is a
-4-GPU node to NCCL, and only the NICs those GPUs use count. Figures are NCCL's own (notes
-§2.1): NVLink as NCCL's per-link constant for the architecture times the GPU's NVLinks (declared
-``nvlink.links``, or the per-GPU line rate over the architecture's per-link rate: 450 GB/s /
-25 GB/s = 18 on H100), PCIe as the machine's reachable PCIe figure (which presets declare as
-NCCL computes it, width x rate / 80), a NIC as its line rate (NCCL's speed / 8000).
+4-GPU node to NCCL, and only the NICs those GPUs use count. Figures are NCCL's own
+(docs/nccl.md#topology-figures): NVLink as NCCL's per-link constant for the architecture times
+the GPU's NVLinks (declared ``nvlink.links``, or the per-GPU line rate over the architecture's
+per-link rate: 450 GB/s / 25 GB/s = 18 on H100), PCIe as the machine's reachable PCIe figure
+(which presets declare as NCCL computes it, width x rate / 80), a NIC as its line rate (NCCL's
+speed / 8000).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from collsim.hardware.topology import Topology
 from collsim.nccl.system import NcclSystem
 
 GB = 1e9
-# One NVLink's line rate per direction by architecture (REFERENCE.md: A100 12 x 25 = 300 GB/s,
-# H100/H200 18 x 25 = 450 GB/s, B200/GB200 18 x 50 = 900 GB/s per GPU per direction).
+# One NVLink's line rate per direction by architecture (docs/hardware.md#nvlink: A100 12 x 25 =
+# 300 GB/s, H100/H200 18 x 25 = 450 GB/s, B200/GB200 18 x 50 = 900 GB/s per GPU per direction).
 NVLINK_LINE_RATE = {80: 25e9, 90: 25e9, 100: 50e9}
 _GPU_LINK = {"nvswitch": "nvswitch", "nvlink": "nvlink", "pcie": "pcie"}
 

@@ -1,5 +1,5 @@
 """``auto``: what NCCL chooses for one call — algorithm, protocol, channels — from its cost model
-under its default gating rules (notes §1.5-1.6).
+under its default gating rules (docs/nccl.md#tuning-gating).
 
 NCCL evaluates its model for every enabled (algorithm, protocol), takes the smallest time
 scanning algorithms in index order then protocols (so ties go to the earlier one: Tree before
@@ -206,10 +206,10 @@ def _collnet_refusal(m: Model, collective: str, algorithm: str) -> str | None:
 
 def channels(m: Model, collective: str, algorithm: str, protocol: str,
              size: int) -> tuple[int, int]:
-    """Channels and threads per channel NCCL runs one call with (notes §1.5): start from the
-    communicator's channels (NVLS: its NVLS channels), remove channels then threads while the
-    call has fewer than ``threshold`` bytes per thread, then give ring, tree and PAT calls at
-    most one channel per 16 KiB of traffic."""
+    """Channels and threads per channel NCCL runs one call with (docs/nccl.md#tuning-channels):
+    start from the communicator's channels (NVLS: its NVLS channels), remove channels then
+    threads while the call has fewer than ``threshold`` bytes per thread, then give ring, tree
+    and PAT calls at most one channel per 16 KiB of traffic."""
     system, graphs = m.system, m.graphs
     p = PROTOCOLS.index(protocol)
     nc = graphs.channels
@@ -238,7 +238,8 @@ def channels(m: Model, collective: str, algorithm: str, protocol: str,
 
 
 def _max_threads(m: Model, algorithm: str, protocol: str) -> int:
-    """maxThreads[algo][proto] (notes §1.5); PAT is taken as NCCL_MAX_NTHREADS [assumption]."""
+    """maxThreads[algo][proto] (docs/nccl.md#tuning-channels); PAT is taken as
+    NCCL_MAX_NTHREADS [assumption]."""
     if protocol == "LL":
         return C.LL_MAX_THREADS
     if protocol == "LL128":
@@ -283,7 +284,8 @@ def _collnet_direct_channels(m: Model, size: int, nc: int, nt: int, threshold: i
 
 def _cells(collective: str, size: int, ranks: int) -> int:
     """Channels a ring/tree/PAT call can fill with >= 16 KiB of traffic each: the buffer is cut
-    in cells of 16 KiB of traffic (16-B aligned), at least one [derived from notes §1.5]."""
+    in cells of 16 KiB of traffic (16-B aligned), at least one [derived from
+    docs/nccl.md#tuning-channels]."""
     per_byte = 2 if collective == "allreduce" else (
         ranks if collective in ("allgather", "reducescatter") else 1)
     per_rank = size // ranks if collective in ("allgather", "reducescatter") else size

@@ -1,7 +1,7 @@
 """NCCL's constants that its cost model and topology search use, as tables of facts.
 
-Reference version: the "2.29-era" model of /work/notes/nccl_model.md (notes §0), whose tuning
-constants are identical to NCCL 2.31's ``src/tuning/cost_model.cc``. Where another version
+Reference version: NCCL 2.29's model (docs/nccl.md#sources), whose tuning constants are
+identical to NCCL 2.31's ``src/tuning/cost_model.cc``. Where another version
 differs and the difference is cheap to state, a comment says so. Units as in NCCL: bandwidth in
 GB/s (1e9 B/s), latency in microseconds. Every table is indexed by collsim's names
 (``names.ALGORITHMS``, ``names.PROTOCOLS``), not by NCCL's integer indices.
@@ -9,12 +9,13 @@ GB/s (1e9 B/s), latency in microseconds. Every table is indexed by collsim's nam
 
 from __future__ import annotations
 
-NCCL_VERSION = "2.29"  # the model reproduced here; 2.31 has the same constants (notes §0, §1.1)
+NCCL_VERSION = "2.29"  # the model reproduced here; 2.31 has the same constants
 
 # Protocol order inside every (LL, LL128, Simple) triple below.
 LL, LL128, SIMPLE = 0, 1, 2
 
-# --- Latencies (notes §1.1; 2.29-era src/graph/tuning.cc ncclTunerConstantsDefaults) ---------
+# --- Latencies (docs/nccl.md#tuning-constants; 2.29-era src/graph/tuning.cc
+# ncclTunerConstantsDefaults) -------------------------------------------------------------------
 
 # Per-call base latency per algorithm, (LL, LL128, Simple) in µs.
 # 2.18 differs (Tree Simple 0, CollNet 6.8/14/0, NVLS 0/0/23); 2.20-2.25 Tree Simple 8.4 as here.
@@ -66,7 +67,7 @@ HW_LATENCY_US: dict[str, dict[str, tuple[float, float, float]]] = {
 NET_OVERHEAD_US: dict[str, float] = {"intel": 1.0, "amd": 2.0, "arm": 1.0}
 NET_OVERHEAD_SIMPLE_FACTOR = 3.0
 
-# --- Per-architecture bandwidth caps (notes §1.1; same file and version) ----------------------
+# --- Per-architecture bandwidth caps (docs/nccl.md#tuning-constants; same file and version) ---
 
 # Architecture rows of the cap tables: minCompCap >= 100 Blackwell, >= 90 Hopper, >= 80 Ampere,
 # else Volta.
@@ -120,7 +121,7 @@ PER_CHANNEL_MAX_TREE_BW: tuple[tuple[float, float, float], ...] = (
     (38.7, 41.4, 36.0),
     (70.0, 42.8, 24.0),     # 2.25: 77.4, 82.8, 72.0
 )
-# Appears after 2.25.1 (notes §6.1). Volta/Ampere rows exist but NVLS needs SM90.
+# Appears after 2.25.1 (docs/nccl.md#sources). Volta/Ampere rows exist but NVLS needs SM90.
 PER_CHANNEL_MAX_NVLS_TREE_BW: tuple[tuple[float, float, float], ...] = (
     (26.5, 18.5, 10.0),
     (24.0, 23.6, 17.8),
@@ -130,7 +131,8 @@ PER_CHANNEL_MAX_NVLS_TREE_BW: tuple[tuple[float, float, float], ...] = (
 # Fraction of the NVLS graph's intra-node bandwidth the model credits (2.29-era nvlsEfficiency).
 NVLS_EFFICIENCY: tuple[float, float, float, float] = (0.0, 0.0, 0.85, 0.74)
 
-# --- Refinement factors of the bandwidth formulas (notes §1.2; 2.29-era ncclTopoTuneModel) -----
+# --- Refinement factors of the bandwidth formulas (docs/nccl.md#tuning-bandwidths; 2.29-era
+# ncclTopoTuneModel) ----------------------------------------------------------------------------
 
 RING_LL_FACTOR = 0.5             # Ring LL: half the bus bandwidth (8 data bytes per 16)
 LL128_FACTOR = 0.92              # Ring LL128 (and Tree AllReduce): "120/128" rounded down
@@ -147,14 +149,16 @@ PAT_LINEAR_US = 2.8              # PAT latency per rank
 PAT_LOG_DIVISOR = 3.5            # PAT latency: log2(nodes) * interLat / 3.5
 
 # Ring AllReduce Simple on several nodes: latency x this once each rank's share of a channel
-# reaches 64 B ("plateau effect"), 1.9 below SM80 (notes §1.4; 2.29-era ncclTopoGetAlgoTime).
+# reaches 64 B ("plateau effect"), 1.9 below SM80 (docs/nccl.md#tuning-time; 2.29-era
+# ncclTopoGetAlgoTime).
 RING_PLATEAU_MIN_BYTES = 64
 RING_PLATEAU_FACTOR = 1.4
 RING_PLATEAU_FACTOR_PRE_SM80 = 1.9
 
 # Tree size correction (AllReduce Tree; NVLSTree on SM100+ with an x86 CPU), indexed by
 # k = floor(log2(nBytes >> 6)): index 0 covers 64-127 B, 22 covers 256-511 MiB. Tree uses
-# k < 23, NVLSTree k < 24. 2.20/2.25 have the first 23 entries only (notes §1.4).
+# k < 23, NVLSTree k < 24. 2.20/2.25 have the first 23 entries only
+# (docs/nccl.md#tuning-time).
 TREE_CORRECTION: tuple[tuple[float, ...], ...] = (
     (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
      1.0, 1.0, 1.0, 1.0),                                              # LL
@@ -166,7 +170,8 @@ TREE_CORRECTION: tuple[tuple[float, ...], ...] = (
 TREE_CORRECTION_LIMIT = 23
 NVLS_TREE_CORRECTION_LIMIT = 24
 
-# --- Threads and channels per call (notes §1.5; src/include/device.h, comm.h; 2.25 enqueue.cc) --
+# --- Threads and channels per call (docs/nccl.md#tuning-channels; src/include/device.h, comm.h;
+# 2.25 enqueue.cc) ------------------------------------------------------------------------------
 
 WARP_SIZE = 32
 MAX_THREADS = 640                # NCCL_MAX_NTHREADS: CollNet, NVLS, and Tree/PAT always
@@ -201,10 +206,12 @@ NVLS_MAX_SINGLE_NODE_AG_RS_RANKS = 32
 POSTSET_SM90_MIN_RING_BW = 45.0  # SM90+ on several nodes: x2 channels if ring bwIntra > 45 ...
 POSTSET_SM90_MAX_CHANNELS = 16   # ... and fewer than 16 channels (connect.cc ncclTopoPostset)
 
-# --- Topology figures as NCCL computes them (notes §2.1; src/graph/topo.h, topo.cc) -----------
+# --- Topology figures as NCCL computes them (docs/nccl.md#topology-figures; src/graph/topo.h,
+# topo.cc) -------------------------------------------------------------------------------------
 
 # NCCL's path types from closest to farthest (src/graph/topo.h, 2.25+). LL128 is enabled by
-# default only up to NVB inside a node and up to PXB (PXN on SM90+) to the NIC (notes §1.6).
+# default only up to NVB inside a node and up to PXB (PXN on SM90+) to the NIC
+# (docs/nccl.md#tuning-gating).
 PATH_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS")
 LL128_MAX_INTRA = "NVB"
 LL128_MAX_INTER = "PXB"
@@ -256,7 +263,8 @@ def nic_bandwidth(gbps: float) -> float:
 
 # Search speeds (GB/s per channel), tried from high to low (src/graph/search.cc; 2.29-era copies
 # and 2.31). Intra arrays on one node (NICs trimmed), inter arrays with NICs. The SM100 inter
-# array's third-party copies disagree on an 86.0 entry after 96.0 (notes §2.2); left out here.
+# array's third-party copies disagree on an 86.0 entry after 96.0
+# (docs/nccl.md#topology-search); left out here.
 SPEEDS_INTRA = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
 SPEEDS_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0,
                 3.0, 2.4, 1.2, 0.24, 0.12)
@@ -285,7 +293,8 @@ def search_speeds(arch: int, with_nics: bool) -> tuple[float, ...]:
     return SPEEDS_INTER if with_nics else SPEEDS_INTRA
 
 
-# --- Protocol buffers (notes §3.1; src/include/device.h, init.cc; stable 2.18-2.31) -----------
+# --- Protocol buffers (docs/nccl.md#algorithms-protocols; src/include/device.h, init.cc;
+# stable 2.18-2.31) -----------------------------------------------------------------------------
 
 NCCL_STEPS = 8                   # slots per connection buffer
 BUFFER_BYTES: tuple[int, int, int] = (  # per connection, (LL, LL128, Simple)

@@ -1,6 +1,7 @@
 """NCCL's channels laid out on a machine: per channel the ring order of the ranks, where it
 crosses between nodes, the chain inside each node and which double binary tree it uses
-across nodes; and the grouping of identical channels into lanes (notes §2.4-2.6).
+across nodes; and the grouping of identical channels into lanes (docs/nccl.md#topology-rings,
+docs/nccl.md#topology-trees).
 
 - **Rings** (``connect.cc``): every node's ranks are contiguous, in the node's local ring
   order (:func:`collsim.hardware.placement.local_ring`, the order the ``ring`` of every
@@ -56,9 +57,9 @@ class Tree:
 
 
 def binary_tree(n: int) -> Tree:
-    """NCCL's in-order binary tree over 0..n-1 (notes §2.6): node r > 0 with lowest set bit b
-    hangs from ``(r xor b) or 2b``, or from ``r xor b`` when that is not a node; node 0 is
-    the root and its one child is the largest power of two below n."""
+    """NCCL's in-order binary tree over 0..n-1 (docs/nccl.md#topology-trees): node r > 0 with
+    lowest set bit b hangs from ``(r xor b) or 2b``, or from ``r xor b`` when that is not a
+    node; node 0 is the root and its one child is the largest power of two below n."""
     parent: list[int | None] = [None] * n
     for r in range(1, n):
         low = r & -r

@@ -1,21 +1,22 @@
 """Names of NCCL's algorithms, protocols and modelled collectives, in collsim's spelling and
 NCCL's, and the parsing of NCCL's spellings (NCCL_ALGO / NCCL_PROTO, matched case-insensitively).
 
-Tuples are in NCCL's index order, which is its tie-break order (notes §1.5): on equal model times
-the earlier algorithm wins, then the earlier protocol.
+Tuples are in NCCL's index order, which is its tie-break order (docs/nccl.md#tuning-channels):
+on equal model times the earlier algorithm wins, then the earlier protocol.
 """
 
 from __future__ import annotations
 
 from collsim.errors import InputError
 
-# collsim's names (DESIGN.md "Real machines"), in NCCL's algorithm index order 0..6.
+# collsim's names (docs/design.md#real-machines), in NCCL's algorithm index order 0..6.
 ALGORITHMS = ("nccl_tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 NCCL_ALGORITHM_NAMES = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTOCOLS = ("LL", "LL128", "Simple")
 
 # The collectives NCCL's tuner models. Alltoall and send/receive are grouped point-to-point
-# calls that do not go through the tuner (notes §1.6), so the model has nothing to say on them.
+# calls that do not go through the tuner (docs/nccl.md#tuning), so the model has nothing to
+# say on them.
 MODELLED_COLLECTIVES = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
 
 _ALGORITHM_BY_SPELLING = {

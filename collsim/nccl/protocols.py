@@ -1,7 +1,7 @@
 """The per-message cost model of an NCCL protocol (LL, LL128, Simple) for one algorithm family on
 one machine: what the engine charges a call and its messages (the ``CostModel`` seam of
 :mod:`collsim.engine.costs`), built from the machine's ``nccl`` declarations and NCCL's constants
-(:mod:`collsim.nccl.constants`, notes §1.1).
+(:mod:`collsim.nccl.constants`, docs/nccl.md#tuning-constants).
 
 What goes in (physical, or NCCL's measured engine limits):
 

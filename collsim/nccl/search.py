@@ -1,6 +1,6 @@
 """NCCL's topology search, reduced to arithmetic on a NcclSystem: the graph figures (channels,
 bwIntra, bwInter, pattern, path types, sameChannels) of the ring, tree, NVLS and CollNet graphs,
-and the channel counts the communicator runs with (notes §2.2-2.4).
+and the channel counts the communicator runs with (docs/nccl.md#topology-search).
 
 NCCL's search (src/graph/search.cc, ncclTopoCompute) walks a speed array from high to low,
 finds channels at each speed by a depth-first search that subtracts each channel's bandwidth

@@ -1,5 +1,5 @@
 """NcclSystem: the facts about a machine (and NCCL's environment) that NCCL's topology search
-and cost model need, in the figures NCCL itself computes (notes §2.1).
+and cost model need, in the figures NCCL itself computes (docs/nccl.md#topology-figures).
 
 One NcclSystem describes one communicator: ``nodes`` identical nodes of ``gpus_per_node`` ranks.
 A multi-node NVLink domain (GB200 NVL72) is one node, as NCCL counts it. The adapter from a collsim

@@ -1,6 +1,6 @@
 """NCCL's analytic cost model: the per-communicator bandwidth and latency tables
-(ncclTopoTuneModel, notes §1.2-1.3) and the time of one call (ncclTopoGetAlgoTime, notes §1.4),
-2.29-era formulas.
+(ncclTopoTuneModel, docs/nccl.md#tuning-bandwidths, docs/nccl.md#tuning-latencies) and the time
+of one call (ncclTopoGetAlgoTime, docs/nccl.md#tuning-time), 2.29-era formulas.
 
 Sizes follow nccl-tests' "size" column, which is NCCL's byte count: the per-rank buffer for
 allreduce, broadcast and reduce, the whole gathered buffer for allgather and reducescatter.
@@ -117,8 +117,8 @@ def steps(collective: str, ranks: int) -> int:
 
 def _bandwidth(system: NcclSystem, graphs: Graphs, graph: Graph, collective: str,
                algorithm: str, protocol: str) -> float:
-    """bandwidths[coll][algo][proto] (notes §1.2): per-channel figure, bus bandwidth with the
-    refinements in NCCL's order, then the bus-to-algorithm ratio."""
+    """bandwidths[coll][algo][proto] (docs/nccl.md#tuning-bandwidths): per-channel figure, bus
+    bandwidth with the refinements in NCCL's order, then the bus-to-algorithm ratio."""
     nodes, ranks = system.nodes, system.ranks
     ppn = ranks / nodes
     row = C.arch_row(system.arch)
@@ -183,7 +183,7 @@ def _ll_max_bw(system: NcclSystem) -> float:
 
 def _latency(system: NcclSystem, graph: Graph, collective: str, algorithm: str,
              protocol: str) -> float:
-    """latencies[coll][algo][proto] in µs (notes §1.3)."""
+    """latencies[coll][algo][proto] in µs (docs/nccl.md#tuning-latencies)."""
     nodes, ranks = system.nodes, system.ranks
     ppn_int = ranks // nodes
     p = PROTOCOLS.index(protocol)

@@ -21,7 +21,8 @@ _ALGO_NAMES = {a.lower(): a for a in ALGORITHMS} | {
 _PROTO_NAMES = {p.lower(): p for p in PROTOCOLS}
 # Bytes of NCCL's datatype enum (ncclInt8 = 0 ... ncclBfloat16 = 9, then the two fp8 types).
 _DATATYPE_BYTES = (1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1)
-# NCCL's function names in its call lines, as DESIGN.md names the collectives.
+# NCCL's function names in its call lines, as collsim names the collectives
+# (docs/design.md#collectives).
 _FUNCTIONS = {"AllReduce": "allreduce", "AllGather": "allgather",
               "ReduceScatter": "reducescatter", "Broadcast": "broadcast", "Reduce": "reduce",
               "Send": "sendrecv", "Recv": "sendrecv", "AllToAll": "alltoall"}

@@ -1,5 +1,5 @@
 """The nccl-tests binaries: which collective each measures, how its table counts elements and
-turns algbw into busbw (nccl-tests' src/*.cu and doc/PERFORMANCE.md; notes/nccl_model.md §4.2)."""
+turns algbw into busbw (nccl-tests' src/*.cu and doc/PERFORMANCE.md; docs/nccl.md#nccl-tests)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collsim.collectives import COLLECTIVES
 
 @dataclass(frozen=True)
 class Program:
-    """One ``*_perf`` binary and the collective (DESIGN.md's name) it times."""
+    """One ``*_perf`` binary and the collective (collsim's name) it times."""
 
     name: str
     collective: str
@@ -19,8 +19,8 @@ class Program:
     count_per_rank: bool  # the count column is size / (type size x ranks), not size / type size
 
     def busbw_factor(self, ranks: int) -> float:
-        """busbw / algbw at ``ranks``: DESIGN.md's factors, which are nccl-tests'; 1 for
-        sendrecv, which collsim does not model."""
+        """busbw / algbw at ``ranks``: the factors of docs/design.md#bus-bandwidth, which are
+        nccl-tests'; 1 for sendrecv, which collsim does not model."""
         known = COLLECTIVES.get(self.collective)
         return known.busbw_factor(ranks) if known else 1.0
 

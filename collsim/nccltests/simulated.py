@@ -1,5 +1,5 @@
-"""Between collsim's results table (DESIGN.md's columns) and nccl-tests runs: simulated rows
-become a Run the writer prints, and a measured Run becomes rows ``compare`` can match."""
+"""Between collsim's results table (docs/design.md#results-table) and nccl-tests runs: simulated
+rows become a Run the writer prints, and a measured Run becomes rows ``compare`` can match."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def runs_from_results(rows: Iterable[Mapping[str, Any]], **machine: Any) -> list
 def results_rows(run: Run, *, in_place: bool = False, drop_empty: bool = True,
                  collective: str | None = None, ranks: int | None = None
                  ) -> list[dict[str, Any]]:
-    """A measured run as rows of DESIGN.md's results table (the columns a log can fill):
+    """A measured run as rows of the results table (the columns a log can fill):
     the out-of-place half by default. Size-0 rows, which move no data, are dropped unless
     ``drop_empty`` is False. ``collective`` and ``ranks`` fill in what the log does not say."""
     collective = collective or run.collective

@@ -1,4 +1,5 @@
-"""The results table (``results.csv``): DESIGN.md's columns, then one column per swept key.
+"""The results table (``results.csv``): the contract's columns (docs/design.md#results-table),
+then one column per swept key.
 
 Values are written so that the same simulation always gives the same bytes: integers as
 digits, floats as Python's shortest round-trip text, missing values empty. Rows are appended
@@ -20,11 +21,11 @@ from collsim.errors import InputError
 from collsim.output.files import cut_torn_tail, replace_text, reported
 from collsim.yamlfile import read_text
 
-# DESIGN.md's columns, in order: the point's inputs, then what was measured.
+# The contract's columns, in order: the point's inputs, then what was measured.
 INPUT_COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes")
 MEASURED_COLUMNS = ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s")
 RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
-# What the call ran with (DESIGN.md "Real machines"), after DESIGN.md's columns: the NCCL
+# What the call ran with (docs/design.md#real-machines), after the contract's columns: the NCCL
 # protocol whose costs it paid (empty under the ideal model), its channels (empty for an
 # algorithm without), and the algorithm that ran (what auto or best selected). There they
 # are outcomes, which never identify a point; a scenario that sweeps protocol or channels
@@ -43,7 +44,7 @@ def header(swept: Sequence[str]) -> list[str]:
 
 
 def outcome_columns(columns: Sequence[str]) -> set[str]:
-    """The measured columns, and the choice columns in their place after DESIGN.md's (up to
+    """The measured columns, and the choice columns in their place after the contract's (up to
     ``selected``, always last there); a swept protocol or channels further on is a key."""
     columns = list(columns)
     outcomes = set(MEASURED_COLUMNS)

@@ -1,6 +1,7 @@
 """NCCL's alltoall: a group of one send and one receive per peer (nccl-tests' alltoall,
 ``ncclGroupStart``/``ncclSend``/``ncclRecv``), scheduled by NCCL's p2p schedule over its
-channels (NCCL src/enqueue.cc ``p2pSchedule``/``scheduleP2pTasksToPlan``, notes §3.9).
+channels (NCCL src/enqueue.cc ``p2pSchedule``/``scheduleP2pTasksToPlan``,
+docs/nccl.md#algorithms-p2p).
 
 NCCL orders a rank's peers by step s = 1..p-1 (send to r + s, receive from r - s, so every
 pair meets at the same step) and gives each channel its share of the steps; a channel works
@@ -50,7 +51,8 @@ def _prepare(job: Job, topology: Any, gpus: list[int]) -> Job:
     "alltoall", "nccl_p2p",
     formula="w = min(channels, p-1): ⌈(p-1)/w⌉·α + (p-1)/p·n·β",
     cost=_cost,
-    source="NCCL src/enqueue.cc p2pSchedule (grouped ncclSend/ncclRecv), notes §3.9",
+    source="NCCL src/enqueue.cc p2pSchedule (grouped ncclSend/ncclRecv), "
+           "docs/nccl.md#algorithms-p2p",
     summary="NCCL's alltoall: one send and one receive per peer, step s to r+s and from "
             "r-s, the steps dealt over the channels, each channel one step at a time",
     params=("channels",),

@@ -20,7 +20,7 @@ from collsim.program import Job, Parallel, Program, span
 from collsim.tags import TAGS, Tags
 
 # A Simple-protocol step: the buffer (DEFAULT_BUFFSIZE) over its NCCL_STEPS slots, 512 KiB;
-# NCCL's chunk for Tree, Broadcast and Reduce with Simple (notes §3.2).
+# NCCL's chunk for Tree, Broadcast and Reduce with Simple (docs/nccl.md#algorithms-chunks).
 SIMPLE_STEP_BYTES = BUFFER_BYTES[2] // NCCL_STEPS
 LOOPED = ("allreduce", "allgather", "reducescatter")  # ring programs that run in loops
 PIPELINED = ("broadcast", "reduce")  # ring programs that pipeline chunks from or to a root
@@ -29,9 +29,9 @@ PIPELINED = ("broadcast", "reduce")  # ring programs that pipeline chunks from o
 def ring_chunk_bytes(collective: str, protocol: str) -> int:
     """The data bytes one channel moves per rank and ring step of one loop of NCCL's ring
     (``runRing``'s chunkSize: ``Proto::calcBytePerStep()`` times CHUNKSTEPS with Simple, one
-    step with LL and LL128; src/device/all_reduce.h, all_gather.h, reduce_scatter.h, notes
-    §3.2): Simple 2 MiB, LL128 576,000 B, LL 32 KiB. Broadcast and reduce pipeline one step
-    a chunk (CHUNKSTEPS 1): Simple 512 KiB."""
+    step with LL and LL128; src/device/all_reduce.h, all_gather.h, reduce_scatter.h,
+    docs/nccl.md#algorithms-chunks): Simple 2 MiB, LL128 576,000 B, LL 32 KiB. Broadcast and
+    reduce pipeline one step a chunk (CHUNKSTEPS 1): Simple 512 KiB."""
     from collsim.nccl.names import PROTOCOLS
 
     p = PROTOCOLS.index(protocol)

@@ -1,5 +1,6 @@
 """NCCL's CollNet: the network switches reduce (SHARP), one helper rank per reduction
-(notes §3.6; NCCL src/device/all_reduce.h ``runCollNetDirect``, ``runCollNetChain``).
+(docs/nccl.md#algorithms-in-switch; NCCL src/device/all_reduce.h ``runCollNetDirect``,
+``runCollNetChain``).
 
 - **collnet_direct**: every chunk is cut into one slice per head (the node's GPU
   ``h mod size``; on an NVSwitch node each GPU heads one slice through its own NIC). Each GPU
@@ -53,7 +54,8 @@ from collsim.nccl.layout import Layout, layout_of, machine_layout
 from collsim.program import Job, Parallel, Program, Recv, Send
 from collsim.tags import TAGS
 
-SOURCE = "NCCL src/device/all_reduce.h runCollNetDirect, runCollNetChain (notes §3.6)"
+SOURCE = ("NCCL src/device/all_reduce.h runCollNetDirect, runCollNetChain "
+          "(docs/nccl.md#algorithms-in-switch)")
 LOCAL_UP, LOCAL_DOWN = TAGS.phase(8), TAGS.phase(9)
 
 

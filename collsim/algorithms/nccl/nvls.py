@@ -1,5 +1,6 @@
-"""NCCL's NVLS (NVLink SHARP): the NVSwitch reduces and multicasts (notes §3.5; NCCL
-src/device/all_reduce.h ``runNvls``, all_gather.h and reduce_scatter.h NVLS variants).
+"""NCCL's NVLS (NVLink SHARP): the NVSwitch reduces and multicasts
+(docs/nccl.md#algorithms-in-switch; NCCL src/device/all_reduce.h ``runNvls``, all_gather.h and
+reduce_scatter.h NVLS variants).
 
 Every node's NVSwitch is a helper rank. Per channel NCCL moves chunks of 128 KiB
 (``NCCL_NVLS_CHUNKSIZE``); all channels carry equal pieces over the same links, so they run
@@ -66,7 +67,7 @@ from collsim.program import Copy, Job, Op, Parallel, Program, Recv, Reduce, Send
 from collsim.tags import TAGS
 
 SOURCE = ("NCCL src/device/all_reduce.h runNvls, src/transport/nvls.cc (NCCL_NVLS_CHUNKSIZE "
-          "128 KiB), notes §3.5")
+          "128 KiB), docs/nccl.md#nvls")
 UP, DOWN, PARTIAL, NET_UP, NET_DOWN, RESULT, TREE_UP, TREE_DOWN = TAGS.phases(8)
 
 
@@ -368,7 +369,7 @@ def _allgather_cost(c: Cost) -> float:
     formula="one node, k = min(⌈n/(p·channels·chunk)⌉, 64): (k+1)·α/2 + "
             "n/(p·k)·β·(1 + k(p-1))",
     cost=_allgather_cost,
-    source="NCCL src/device/all_gather.h (NVLS, 2.19+), notes §3.5",
+    source="NCCL src/device/all_gather.h (NVLS, 2.19+), docs/nccl.md#nvls",
     summary="NVLink SHARP on one node: each GPU sends its block's chunks to the NVSwitch, "
             "which multicasts them to the other GPUs",
     params=PARAMS,
@@ -412,7 +413,7 @@ def _reducescatter_cost(c: Cost) -> float:
     "reducescatter", "nvls",
     formula="one node, k = min(⌈n/(p·channels·chunk)⌉, 64): (k+1)·α/2 + n·β + n/(p·k)·β",
     cost=_reducescatter_cost,
-    source="NCCL src/device/reduce_scatter.h (NVLS, 2.19+), notes §3.5",
+    source="NCCL src/device/reduce_scatter.h (NVLS, 2.19+), docs/nccl.md#nvls",
     summary="NVLink SHARP on one node: each GPU sends every block's chunks to the NVSwitch, "
             "which sends block b's sum to GPU b",
     params=PARAMS,

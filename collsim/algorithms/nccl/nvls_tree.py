@@ -1,4 +1,4 @@
-"""NCCL's NVLSTree: NVLS inside every node, a double binary tree between nodes (notes §3.5;
+"""NCCL's NVLSTree: NVLS inside every node, a double binary tree between nodes (docs/nccl.md#nvls;
 NCCL src/device/all_reduce.h ``runNvlsTree``, src/graph/trees.cc).
 
 Each node's NVSwitch (a helper rank) combines every chunk of its GPUs, and sends slice h of
@@ -119,7 +119,7 @@ def _prepare(job: Job, topology: Any, gpus: list[int]) -> Job:
     "allreduce", "nvls_tree",
     formula=ONE_NODE_FORM.replace("one node", "one node (as nvls)", 1),
     cost=one_node_cost,
-    source="NCCL src/device/all_reduce.h runNvlsTree, src/graph/trees.cc (notes §2.6, §3.5)",
+    source="NCCL src/device/all_reduce.h runNvlsTree, src/graph/trees.cc (docs/nccl.md#nvls)",
     summary="NVLS inside each node, each slice's heads in a double binary tree across "
             "nodes, pipelined in chunks",
     params=("channels", "chunk_size"),

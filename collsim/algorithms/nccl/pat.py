@@ -1,6 +1,7 @@
 """NCCL's PAT (Parallel Aggregated Trees) allgather and reduce-scatter, which NCCL runs at
 one GPU per node (NCCL 2.23+, src/include/collectives.h ``PatAGAlgorithm`` and
-``PatRSAlgorithm``, src/device/prims_simple.h ``patCopy``/``patReduce``; notes §3.8).
+``PatRSAlgorithm``, src/device/prims_simple.h ``patCopy``/``patReduce``;
+docs/nccl.md#algorithms-pat).
 
 Every rank's block travels a binomial tree rooted at its rank, all p trees side by side,
 and each step aggregates what one rank sends to one peer into one message: ⌈log p⌉ steps
@@ -28,7 +29,8 @@ from collsim.algorithms.registry import Cost, register
 from collsim.errors import InputError
 from collsim.program import Copy, Job, Op, Program, Recv, Reduce, Send, block
 
-SOURCE = ("NCCL src/include/collectives.h PatAGAlgorithm, PatRSAlgorithm (2.23+), notes §3.8; "
+SOURCE = ("NCCL src/include/collectives.h PatAGAlgorithm, PatRSAlgorithm (2.23+), "
+          "docs/nccl.md#algorithms-pat; "
           f"{BRUCK_SOURCE}")
 CANONICAL = ("switch", "fully_connected")
 

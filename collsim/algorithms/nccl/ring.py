@@ -59,7 +59,8 @@ from collsim.nccl.layout import Lanes, Layout
 from collsim.program import Job, Program, block, span
 from collsim.tags import Tags
 
-NCCL_SOURCE = "NCCL src/device/all_reduce.h runRing, src/graph/connect.cc (notes §2.5, §3.3, §3.7)"
+NCCL_SOURCE = ("NCCL src/device/all_reduce.h runRing, src/graph/connect.cc "
+               "(docs/nccl.md#algorithms-ring)")
 PARAMS = ("channels", "chunk_size")
 
 
@@ -347,7 +348,8 @@ WINDOW_TEXT = ("; window w > 1: (p-1)·h + (k-1)·max(n/k·β, h/w), h = α + n/
     "broadcast", "ring",
     formula=PIPELINE_TEXT + "(p-2+k)·(α + n/k·β)" + WINDOW_TEXT,
     cost=lambda c: _pipeline_cost(c, False),
-    source=f"NCCL src/device/broadcast.h (ring pipeline from the root, notes §3.7); {RING_SOURCE}",
+    source="NCCL src/device/broadcast.h (ring pipeline from the root, "
+           f"docs/nccl.md#algorithms-ring); {RING_SOURCE}",
     summary="NCCL's ring: per channel, its piece pipelined in chunks along the ring from the "
             "root",
     params=("root", "channels", "chunk_size", "window", "units"),
@@ -365,7 +367,8 @@ def nccl_ring_broadcast(rank: int, job: Job) -> Program:
     formula=PIPELINE_TEXT + "(p-2+k)·(α + n/k·(β + γ))" + WINDOW_TEXT.replace(
         "max(n/k·β, h/w), h = α + n/k·β", "max(n/k·β, n/k·γ, h/w), h = α + n/k·(β + γ)"),
     cost=lambda c: _pipeline_cost(c, True),
-    source=f"NCCL src/device/reduce.h (ring pipeline to the root, notes §3.7); {RING_SOURCE}",
+    source="NCCL src/device/reduce.h (ring pipeline to the root, "
+           f"docs/nccl.md#algorithms-ring); {RING_SOURCE}",
     summary="NCCL's ring: per channel, its piece combined chunk by chunk along the ring to "
             "the root",
     params=("root", "channels", "chunk_size", "window", "units"),

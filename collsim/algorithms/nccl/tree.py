@@ -1,16 +1,17 @@
 """NCCL's tree allreduce (``Tree``): per channel, a chain inside each node and a double
 binary tree across nodes (:mod:`collsim.nccl.layout`), reducing up and broadcasting down
-at the same time, pipelined in chunks (notes §3.4, ``runTreeSplit``).
+at the same time, pipelined in chunks (docs/nccl.md#algorithms-tree,
+``runTreeSplit``).
 
 Every rank but the root runs two sub-programs side by side, as NCCL's two thread groups:
 *up* receives chunk i from its children (combining) while it passes chunk i-1 to its
 parent, and *down* receives chunk i from its parent while it passes chunk i-1 to its
 children. The root combines chunk i from its children while it sends chunk i-1 back down.
 Chunks are ``chunk_size`` bytes per channel: NCCL's Tree chunk with the Simple protocol,
-512 KiB, by default (notes §3.2). Given ``units`` (and ``window``, chunks in flight per
-connection), sends are ordered and a chunk is forwarded in units inside a node and whole
-across nodes (:func:`_relay_units`); under LL and LL128 a ``window`` makes the plan set
-NCCL's chunk for the call and one unit per warp.
+512 KiB, by default (docs/nccl.md#algorithms-chunks). Given ``units`` (and ``window``, chunks
+in flight per connection), sends are ordered and a chunk is forwarded in units inside a node
+and whole across nodes (:func:`_relay_units`); under LL and LL128 a ``window`` makes the plan
+set NCCL's chunk for the call and one unit per warp.
 
 **Chunk cap.** A lane runs at most ``K = ⌈(D-1)·16⌉`` chunks, D = 2 × the depth of its
 tree in hops (a chunk goes up and back down); beyond that the chunks are made larger. For a
@@ -203,7 +204,8 @@ def _cost(c: Cost) -> float:
             "(p + k - 2)·c·(2β + γ); p = 2: (k+1)·(α + c·β) + k·c·γ (a model of one node's "
             "chain: an upper bound, up to ~20% above the simulation on switch)",
     cost=_cost,
-    source="NCCL src/graph/trees.cc, src/device/all_reduce.h runTreeSplit (notes §2.6, §3.4)",
+    source="NCCL src/graph/trees.cc, src/device/all_reduce.h runTreeSplit "
+           "(docs/nccl.md#algorithms-tree)",
     summary="NCCL's tree: per channel a chain inside each node and a double binary tree "
             "across nodes, reduce-up and broadcast-down pipelined in chunks",
     exact="contention",

@@ -1,5 +1,5 @@
-"""DESIGN.md's canonical kinds, ``switch`` and ``fully_connected``: ``gpus`` GPUs with one
-``link`` figure for every link, where the closed forms hold exactly."""
+"""The canonical kinds (docs/design.md#kinds), ``switch`` and ``fully_connected``: ``gpus`` GPUs
+with one ``link`` figure for every link, where the closed forms hold exactly."""
 
 from __future__ import annotations
 
