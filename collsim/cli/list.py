@@ -77,7 +77,7 @@ first size on a 2× grid at which ring is faster, from simulation and from the c
 
 The 512-rank double-binary-tree case simulates the tree at 512 MiB and 1 GiB, minutes of
 work, so it runs only with `COLLSIM_SLOW_TESTS=1 pytest`."""
-NOTATION = ("p ranks, n bytes (the size convention of [design.md](design.md#collectives)), "
+NOTATION = ("p ranks, n bytes (as docs/design.md#collectives defines a size), "
             "α latency per message (s), "
             "β time per byte (s/B), γ time per byte combined (s/B), ⌈log p⌉ base 2")
 
