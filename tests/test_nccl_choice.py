@@ -193,8 +193,8 @@ def test_b200_node_uses_nvls_from_4_mib_on_24_channels():
     (64 * MiB, "ring", "Simple", 545.3), (GiB, "ring", "Simple", 7885),
     (8 * GiB, "ring", "Simple", 62691),
 ])
-def test_notes_worked_dgx_a100_row(size, algorithm, protocol, time_us):
-    # The notes print one decimal below 1000 µs, whole µs above.
+def test_worked_dgx_a100_row(size, algorithm, protocol, time_us):
+    # The page prints one decimal below 1000 µs, whole µs above.
     c = choose(DGX_A100, "allreduce", size)
     assert (c.algorithm, c.protocol) == (algorithm, protocol)
     assert us(c) == pytest.approx(time_us, abs=0.05 if time_us < 1000 else 0.5)
@@ -207,7 +207,7 @@ def test_notes_worked_dgx_a100_row(size, algorithm, protocol, time_us):
     (4, GiB, "ring", "Simple"), (16, 8, "nccl_tree", "LL"), (16, MiB, "nccl_tree", "LL128"),
     (16, 16 * MiB, "nvls_tree", "Simple"), (16, GiB, "nvls_tree", "Simple"),
 ])
-def test_notes_worked_h100_cluster_picks(nodes, size, algorithm, protocol):
+def test_worked_h100_cluster_picks(nodes, size, algorithm, protocol):
     c = choose(h100_cluster(nodes), "allreduce", size)
     assert (c.algorithm, c.protocol) == (algorithm, protocol)
 
