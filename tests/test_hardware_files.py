@@ -25,7 +25,7 @@ def test_shipped_file_loads_and_every_figure_has_a_comment(name):
     text = path.read_text()
     assert text.startswith("#")                       # what the machine is, and sources
     if name in ("switch-64", "mesh-16"):
-        return                                        # the contract's round figures
+        return                                # round figures of docs/design.md#kinds
     for line in text.splitlines():
         code = line.split("#")[0]
         if "GB/s" in code or "Gbps" in code:
