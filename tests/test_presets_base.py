@@ -250,3 +250,11 @@ def test_topo_show_names_the_bases_and_a_missing_base_exits_2(tmp_path, capsys):
     assert main(["topo", "show", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}:1" in err and "key 'base'" in err and "Traceback" not in err
+
+
+def test_a_misspelt_base_is_told_what_was_meant(tmp_path):
+    path = write(tmp_path, "typo.yaml", NODE + "bse: dgx-h100\n")
+    with pytest.raises(InputError) as caught:
+        load_topology(path)
+    errors = getattr(caught.value, "errors", [caught.value])
+    assert any(e.key == "bse" and "did you mean 'base'" in e.message for e in errors)
