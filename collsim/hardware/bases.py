@@ -11,6 +11,7 @@ file and line it was written at, so an error in it points there.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ def resolve_bases(doc: Document) -> Document:
 
 
 def _resolve(doc: Document, chain: list[str]) -> Document:
+    """``doc`` merged over its base, which is merged over its own; ``chain`` holds the files
+    being resolved, so that a base that is one of them is a loop."""
     if not isinstance(doc.data, dict) or "base" not in doc.data:
         return doc
     reference = doc.data["base"]
@@ -52,12 +55,11 @@ def _resolve(doc: Document, chain: list[str]) -> Document:
     if doc.data.get("kind", base.data.get("kind")) == "cluster" and \
             base.data.get("kind") in NODE_KINDS:
         base = as_cluster(base)
-    merged = merge(base, doc)
-    merged.bases = (str(found), *base.bases)
-    return merged
+    return dataclasses.replace(merge(base, doc), bases=(str(found), *base.bases))
 
 
 def _identity(file: str) -> str:
+    """A file's absolute path, so that two spellings of one file are one step of a chain."""
     return file if file.startswith("<") else str(Path(file).resolve())
 
 
