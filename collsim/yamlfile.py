@@ -23,24 +23,41 @@ MAX_YAML_DEPTH = 64  # levels of nested mappings and lists
 
 @dataclass
 class Document:
-    """A parsed YAML file: its data, where it came from, and the line of each key path."""
+    """A parsed YAML file: its data, where it came from, and the line of each key path.
+
+    A document merged from several files (a topology's ``base:``) also records, in ``files``,
+    the file of each key path written in another file than ``file``, and in ``bases`` the
+    files merged under it, so that an error names the file and line the key was written at."""
 
     data: Any
     file: str
     lines: dict[KeyPath, int] = field(default_factory=dict)
+    files: dict[KeyPath, str] = field(default_factory=dict)
+    bases: tuple[str, ...] = ()
 
-    def line(self, path: KeyPath) -> int | None:
-        """The line of `path`, or of its nearest enclosing key that has one."""
+    def _written(self, path: KeyPath) -> KeyPath | None:
+        """`path`, or its nearest enclosing key path that has a line; None if none has."""
         path = tuple(path)
         while path:
             if path in self.lines:
-                return self.lines[path]
+                return path
             path = path[:-1]
-        return self.lines.get((), None)
+        return () if () in self.lines else None
+
+    def line(self, path: KeyPath) -> int | None:
+        """The line of `path`, or of its nearest enclosing key that has one."""
+        written = self._written(path)
+        return None if written is None else self.lines[written]
+
+    def source(self, path: KeyPath) -> str:
+        """The file `path` (or its nearest enclosing key that has a line) was written in."""
+        written = self._written(path)
+        return self.file if written is None else self.files.get(written, self.file)
 
     def error(self, path: KeyPath, message: str) -> InputError:
-        """An InputError at `path` of this document."""
-        return InputError(message, file=self.file, key=dotted(path) or None, line=self.line(path))
+        """An InputError at `path` of this document (in the file the key was written in)."""
+        return InputError(message, file=self.source(path), key=dotted(path) or None,
+                          line=self.line(path))
 
 
 def dotted(path: KeyPath) -> str:

@@ -31,7 +31,8 @@ US = 1e-6
 
 @pytest.mark.parametrize("topology", [
     load_topology(find_topology("switch-64")), load_topology(find_topology("mesh-16")),
-    load_topology(find_topology("pcie-8gpu")), load_topology(find_topology("h100-cluster-2to1")),
+    load_topology(find_topology("pcie-8gpu")),
+    topology_from_text("base: h100-cluster\nname: bare\ngpu: ~\nnccl: ~\n", {"nodes": 2}),
 ])
 def test_machines_without_nccl_figures_get_the_ideal_model(topology):
     for protocol in ("LL", "LL128", "Simple"):

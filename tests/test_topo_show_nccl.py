@@ -68,7 +68,9 @@ def test_sharp_shows_collnet_and_a_pcie_server_shows_only_its_classes(capsys):
     assert "RING, 1 x 20, paths PHB / PIX" in out
 
 
-def test_machines_without_nccl_figures_show_none(capsys):
-    for name in ("switch-64", "pcie-8gpu", "h100-cluster-2to1"):
+def test_machines_without_nccl_figures_show_none(capsys, tmp_path):
+    bare = tmp_path / "bare-cluster.yaml"
+    bare.write_text("base: h100-cluster\nname: bare\nnodes: 2\ngpu: ~\nnccl: ~\n")
+    for name in ("switch-64", "pcie-8gpu", str(bare)):
         out = show(capsys, name)
         assert "\nNCCL " not in out and "\ngpu " not in out

@@ -1,15 +1,18 @@
-"""Topology files: read YAML, apply ``--set`` overrides, validate against the kind's schema,
+"""Topology files: read YAML, merge the file over its ``base:`` (see
+:mod:`collsim.hardware.bases`), apply ``--set`` overrides, validate against the kind's schema,
 and build the machine. The kinds are records in :mod:`collsim.hardware.kinds`."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from collsim.errors import InputError
+from collsim.hardware.bases import resolve_bases
 from collsim.hardware.kinds import KINDS
 from collsim.hardware.topology import Topology
 from collsim.schema import validate
@@ -53,11 +56,13 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
 
 
 def topology_from_document(doc: Document, overrides: dict[str, Any] | None = None) -> Topology:
-    """Validate and build the topology a parsed YAML document describes."""
+    """Validate and build the topology a parsed YAML document describes: the document merged
+    over its bases, then ``overrides`` (dotted keys) set on top."""
     if not isinstance(doc.data, dict):
         raise InputError("a topology file must be a mapping of keys to values", file=doc.file)
+    doc = resolve_bases(doc)
     if overrides:
-        doc = Document(apply_overrides(doc.data, overrides), doc.file, doc.lines)
+        doc = dataclasses.replace(doc, data=apply_overrides(doc.data, overrides))
     kind_name = doc.data.get("kind")
     if kind_name not in KINDS:
         raise doc.error(("kind",), f"unknown topology kind {kind_name!r}; choose one of "
@@ -65,7 +70,9 @@ def topology_from_document(doc: Document, overrides: dict[str, Any] | None = Non
                         "required key is missing")
     kind = KINDS[kind_name]
     validate(doc, kind.schema())
-    return kind.build(doc)
+    topology = kind.build(doc)
+    topology.bases = doc.bases
+    return topology
 
 
 def load_topology(path: str | Path, overrides: dict[str, Any] | None = None) -> Topology:

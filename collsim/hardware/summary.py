@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import networkx as nx
 
 from collsim.hardware.graph import LinkGraph, head, tail
+from collsim.hardware.shipped import shipped_directory
 from collsim.hardware.topology import Topology
 
 
@@ -27,6 +29,7 @@ class Summary:
     gpus_per_nic: int | None = None
     bisection: float | None = None
     path_parameters: tuple[float, float] | None = None
+    bases: tuple[str, ...] = ()
 
 
 def machine_graph(topology: Topology) -> LinkGraph:
@@ -123,7 +126,14 @@ def summarize(topology: Topology, with_bisection: bool = True) -> Summary:
         links_by_kind(topology),
         intra_injection(topology) if topology.gpus > 1 and per_node[0] > 1 else 0.0,
         net[0] if net else None, net[1] if net else None,
-        bisection(topology) if with_bisection else None, topology.path_parameters())
+        bisection(topology) if with_bisection else None, topology.path_parameters(),
+        tuple(base_label(file) for file in topology.bases))
+
+
+def base_label(file: str) -> str:
+    """A base file as ``topo show`` names it: a shipped one by its name, another by its path."""
+    path = Path(file)
+    return path.stem if path.resolve().parent == shipped_directory().resolve() else file
 
 
 def _gbps(bandwidth: float) -> str:
@@ -133,6 +143,7 @@ def _gbps(bandwidth: float) -> str:
 def format_summary(s: Summary) -> str:
     """The summary as aligned text lines."""
     lines = [f"topology        {s.name} (kind {s.kind})",
+             *([f"base            {' <- '.join(s.bases)}"] if s.bases else []),
              f"GPUs            {s.gpus} on {s.nodes} node{'s' if s.nodes != 1 else ''}"
              f" ({s.gpus_per_node} per node)",
              "links (full duplex, bandwidth per direction):"]

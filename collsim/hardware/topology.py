@@ -45,7 +45,7 @@ class Topology:
     Subclasses override :meth:`route`. ``node_of`` gives each GPU's node (server) index,
     which hierarchical algorithms and rank placement use. ``machine`` holds what a real
     machine's file declares beside its links (its GPU, its ``nccl`` figures); None for the
-    canonical kinds.
+    canonical kinds. ``bases`` are the files its file derives from (``base:``), nearest first.
     """
 
     name: str
@@ -56,6 +56,7 @@ class Topology:
     node_of: list[int] = field(default_factory=list)
     source: str = ""
     machine: Machine | None = None
+    bases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.node_of:

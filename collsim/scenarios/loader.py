@@ -14,6 +14,7 @@ import yaml
 
 from collsim.algorithms.registry import REGISTRY, algorithms_for
 from collsim.errors import InputError, InputErrors
+from collsim.hardware.bases import resolve_bases
 from collsim.hardware.shipped import find_topology
 from collsim.nccl.call import NCCL_PARAMS, SELECTORS, canonical_algorithm
 from collsim.nccl.names import ALGORITHMS as NCCL_NAMES
@@ -180,12 +181,13 @@ class _Reader:
             if not isinstance(topo_doc.data, dict):
                 raise InputError("a topology file must be a mapping of keys to values",
                                  file=str(file))
-            return TopologySource(entry, topo_doc.data, topo_doc.file, topo_doc.lines)
+            return TopologySource.of(entry, resolve_bases(topo_doc))
         if not entry.get("name"):
             raise self.doc.error(path, "an inline topology needs a name")
         lines = {key[len(path):]: line for key, line in self.doc.lines.items()
                  if key[:len(path)] == path}
-        return TopologySource(str(entry["name"]), entry, self.doc.file, lines)
+        inline = resolve_bases(Document(entry, self.doc.file, lines))
+        return TopologySource.of(str(entry["name"]), inline)
 
     def algorithms(self, collectives: list[str]) -> dict[str, list[str]]:
         spec = self.data["algorithms"]

@@ -20,9 +20,15 @@ class TopologySource:
     data: dict[str, Any]
     file: str
     lines: dict[KeyPath, int] = field(default_factory=dict, compare=False, hash=False)
+    files: dict[KeyPath, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def of(cls, label: str, doc: Document) -> TopologySource:
+        """The source of a document already merged over its bases (data, lines, files)."""
+        return cls(label, doc.data, doc.file, doc.lines, doc.files)
 
     def document(self) -> Document:
-        return Document(self.data, self.file, dict(self.lines))
+        return Document(self.data, self.file, dict(self.lines), dict(self.files))
 
     def build(self, overrides: dict[str, Any] | None = None) -> Topology:
         """The machine, with dotted-key overrides applied."""

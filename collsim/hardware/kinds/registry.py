@@ -30,7 +30,10 @@ class Kind:
         return {
             "type": "object",
             "properties": {"name": {"type": "string"}, "kind": {"const": self.name},
-                           "description": {"type": "string"}, **self.properties},
+                           "description": {"type": "string"},
+                           # merged away before validation (hardware.bases); listed so that
+                           # a misspelt 'base' is told what was meant
+                           "base": {"type": "string"}, **self.properties},
             "required": ["kind", *self.required],
             "additionalProperties": False,
         }
