@@ -1,0 +1,216 @@
+"""What each figure kind draws matches the table it is drawn from: line data, marker positions
+and colours, shaded regions, crossover marks and tick labels, read back from the matplotlib
+figure's artists (never from pixels)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.colors import to_rgba
+from matplotlib.patches import Rectangle
+
+from collsim.output.crossover import crossovers
+from collsim.output.figures import CHOICE_BAND, KINDS
+from collsim.output.layout import distinct
+from collsim.output.style import COLORS, styled
+from collsim.output.table import read_table
+from collsim.units import format_size
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES = [2**k for k in range(10, 31, 2)]   # 1 KiB to 1 GiB
+
+
+def _row(algorithm: str, ranks: int, size: int, time: float, **extra) -> dict:
+    return {"scenario": "s", "topology": "t", "collective": "allreduce",
+            "algorithm": algorithm, "ranks": ranks, "size_bytes": size, "time_s": time,
+            "algbw_GBps": size / time / 1e9, "busbw_GBps": 2 * size / time / 1e9,
+            "analytic_time_s": None, **extra}
+
+
+def _power_laws(ranks=(8, 64)) -> list[dict]:
+    """ring: 1e-9·s, tree: c·sqrt(s), straight lines on log-log axes, so the crossover is
+    known exactly: s = (c / 1e-9)^2, 1e6 B at 8 ranks and 4e6 B at 64 (c = 1e-6, 2e-6)."""
+    rows = []
+    for p in ranks:
+        c = 1e-6 * math.log2(p) / 3
+        for s in SIZES:
+            rows.append(_row("ring", p, s, 1e-9 * s))
+            rows.append(_row("tree", p, s, c * math.sqrt(s)))
+    return rows
+
+
+def _draw(kind: str, rows: list[dict], **spec):
+    palette = {name: i for i, name in enumerate(distinct(rows, "algorithm"))}
+    with styled():
+        return KINDS[kind](rows, {"kind": kind, **spec}, palette), palette
+
+
+def _color(palette: dict, name: str, alpha: float = 1.0) -> tuple:
+    return to_rgba(COLORS[palette[name] % len(COLORS)], alpha)
+
+
+def _lines_of(ax, palette: dict, name: str):
+    """The plain series lines (not bands, not marks) drawn in ``name``'s colour."""
+    return [line for line in ax.get_lines() if to_rgba(line.get_color()) == _color(palette, name)
+            and line.get_linewidth() < CHOICE_BAND["linewidth"]]
+
+
+def test_crossover_marks_are_at_the_exact_crossovers_and_the_shading_changes_there():
+    figure, palette = _draw("crossover_map", _power_laws())
+    (ax,) = figure.axes
+    expected = {0: 1e6, 1: 4e6}   # row of the map (8, 64 ranks) -> crossover in bytes
+    marks = {round(line.get_ydata()[0]): line.get_xdata()[0] for line in ax.get_lines()}
+    assert marks.keys() == expected.keys()
+    for level, size in expected.items():
+        assert marks[level] == pytest.approx(size, rel=1e-9)
+        cells = sorted((p for p in ax.patches if isinstance(p, Rectangle)
+                        and p.get_y() == level - 0.5), key=lambda p: p.get_x())
+        # ring (faster below) up to the mark, tree from it: one boundary, at the mark.
+        assert [p.get_facecolor() for p in cells] == [_color(palette, "ring", 0.85),
+                                                     _color(palette, "tree", 0.85)]
+        assert cells[0].get_x() + cells[0].get_width() == pytest.approx(size, rel=1e-9)
+        assert cells[1].get_x() == pytest.approx(size, rel=1e-9)
+    labels = sorted(t.get_text() for t in ax.texts)
+    assert labels == sorted(format_size(s, iec=True) for s in expected.values()) \
+        == ["3.81 MiB", "977 KiB"]
+
+
+def test_the_shipped_crossover_map_shades_each_swept_size_by_the_tables_fastest():
+    """The ring-vs-tree table: at every size the table swept, the shaded region holds the
+    algorithm with the least time in the table, and every mark sits where two regions meet,
+    at the crossover read off the table."""
+    _, rows = read_table(ROOT / "plots" / "ring-vs-tree" / "results.csv", [])
+    figure, palette = _draw("crossover_map", rows)
+    (ax,) = figure.axes
+    levels = distinct(rows, "ranks")
+    sizes = distinct(rows, "size_bytes")
+    for index, ranks in enumerate(levels):
+        cells = [p for p in ax.patches if isinstance(p, Rectangle)
+                 and p.get_y() == index - 0.5]
+        times = {a: [next(r["time_s"] for r in rows if r["algorithm"] == a
+                          and r["ranks"] == ranks and r["size_bytes"] == s) for s in sizes]
+                 for a in distinct(rows, "algorithm")}
+        for i, size in enumerate(sizes):
+            fastest = min(times, key=lambda a: times[a][i])
+            (cell,) = [p for p in cells if p.get_x() <= size <= p.get_x() + p.get_width()
+                       and not math.isclose(size, p.get_x())
+                       and not math.isclose(size, p.get_x() + p.get_width())]
+            assert cell.get_facecolor() == _color(palette, fastest, 0.85), (ranks, size)
+        marks = sorted(line.get_xdata()[0] for line in ax.get_lines()
+                       if line.get_ydata()[0] == index)
+        assert marks == pytest.approx([c.size for c in crossovers(sizes, times)], rel=1e-12)
+        inner = sorted(p.get_x() for p in cells)[1:]
+        assert inner == pytest.approx(marks, rel=1e-12)
+
+
+def test_busbw_lines_hold_the_tables_values_and_auto_is_marked_by_what_it_ran():
+    rows = _power_laws(ranks=(8,))
+    fastest = {}
+    for s in SIZES:
+        ring, tree = (next(r for r in rows if r["algorithm"] == a and r["size_bytes"] == s)
+                      for a in ("ring", "tree"))
+        fastest[s] = min((ring, tree), key=lambda r: r["time_s"])
+    auto = [{**fastest[s], "algorithm": "auto", "selected": fastest[s]["algorithm"]}
+            for s in SIZES]
+    figure, palette = _draw("busbw_vs_size", auto + rows)
+    ax = figure.axes[0]
+    for name in ("ring", "tree"):
+        (line,) = _lines_of(ax, palette, name)
+        table = sorted((r["size_bytes"], r["busbw_GBps"]) for r in rows if r["algorithm"] == name)
+        assert list(zip(line.get_xdata(), line.get_ydata(), strict=True)) == table
+    (points,) = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert [tuple(p) for p in points.get_offsets()] == \
+        [(r["size_bytes"], r["busbw_GBps"]) for r in auto]
+    assert [tuple(c) for c in points.get_facecolors()] == \
+        [_color(palette, r["selected"]) for r in auto]
+    band = [line for line in ax.get_lines()
+            if line.get_linewidth() == CHOICE_BAND["linewidth"]]
+    assert [to_rgba(line.get_color()) for line in band] == \
+        [_color(palette, r["selected"]) for r in auto]
+    assert {r["selected"] for r in auto} == {"ring", "tree"}    # the choice changes
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert any(t.startswith("auto (band: colour of the algorithm it runs)") for t in legend)
+
+
+def test_busbw_gets_a_log_axis_only_where_its_values_span_decades():
+    wide, _ = _draw("busbw_vs_size", _power_laws(ranks=(8,)))
+    assert wide.axes[0].get_yscale() == "log"
+    narrow_rows = [r for r in _power_laws(ranks=(8,)) if r["size_bytes"] >= 2**26]
+    narrow, _ = _draw("busbw_vs_size", narrow_rows)
+    assert narrow.axes[0].get_yscale() == "linear" and narrow.axes[0].get_ylim()[0] == 0
+
+
+def test_size_ticks_read_in_binary_units():
+    figure, _ = _draw("time_vs_size", _power_laws(ranks=(8,)))
+    ax = figure.axes[0]
+    formatter = ax.xaxis.get_major_formatter()
+    assert [formatter(t, 0) for t in ax.get_xticks()] == \
+        [format_size(t, iec=True) for t in ax.get_xticks()]
+    assert formatter(2**20, 0) == "1 MiB" and formatter(32 * 2**10, 0) == "32 KiB"
+
+
+def test_time_lines_hold_the_tables_times():
+    rows = _power_laws(ranks=(8, 64))
+    figure, palette = _draw("time_vs_size", rows)
+    for ax, ranks in zip(figure.axes, (8, 64), strict=True):
+        for name in ("ring", "tree"):
+            (line,) = _lines_of(ax, palette, name)
+            assert list(line.get_ydata()) == [r["time_s"] for r in rows
+                                              if r["algorithm"] == name and r["ranks"] == ranks]
+
+
+def test_scaling_lines_hold_the_tables_times_against_ranks():
+    rows = _power_laws(ranks=(8, 16, 64))
+    figure, palette = _draw("time_vs_ranks", rows, size="1MiB")
+    (ax,) = figure.axes
+    for name in ("ring", "tree"):
+        (line,) = _lines_of(ax, palette, name)
+        table = [(r["ranks"], r["time_s"]) for r in rows
+                 if r["algorithm"] == name and r["size_bytes"] == 2**20]
+        assert list(zip(line.get_xdata(), line.get_ydata(), strict=True)) == table
+    assert [ax.xaxis.get_major_formatter()(t, 0) for t in ax.get_xticks()] == ["8", "16", "64"]
+
+
+def test_speedup_lines_are_the_baseline_time_over_each_time():
+    rows = _power_laws(ranks=(8,))
+    figure, palette = _draw("speedup", rows, baseline="ring")
+    (ax,) = figure.axes
+    (line,) = _lines_of(ax, palette, "tree")
+    ring = {r["size_bytes"]: r["time_s"] for r in rows if r["algorithm"] == "ring"}
+    assert list(line.get_ydata()) == pytest.approx(
+        [ring[r["size_bytes"]] / r["time_s"] for r in rows if r["algorithm"] == "tree"])
+
+
+def test_the_choice_map_shades_each_cell_by_what_auto_selected():
+    rows = [_row("auto", p, s, 1.0, selected="ring" if s < 2**20 else "nvls",
+                 protocol="LL" if s < 2**16 else "Simple")
+            for p in (8, 16) for s in SIZES]
+    figure, _ = _draw("choice_map", rows)
+    (ax,) = figure.axes
+    legend = figure.legends[0]
+    color_of = {t.get_text(): to_rgba(h.get_facecolor()[:3], 0.85)
+                for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)}
+    cells = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert len(cells) == len(rows)
+    for row in rows:
+        level = (8, 16).index(row["ranks"])
+        (cell,) = [p for p in cells if p.get_y() == level - 0.5
+                   and p.get_x() < row["size_bytes"] < p.get_x() + p.get_width()]
+        assert cell.get_facecolor() == color_of[f"{row['selected']} {row['protocol']}"]
+
+
+def test_the_shipped_nccl_figure_marks_every_auto_point_with_its_pick():
+    _, rows = read_table(ROOT / "plots" / "nccl-h100" / "results.csv", [])
+    figure, palette = _draw("busbw_vs_size", rows, lines="algorithm", panels="ranks")
+    for ax, ranks in zip(figure.axes, distinct(rows, "ranks"), strict=False):
+        auto = sorted((r for r in rows if r["ranks"] == ranks and r["algorithm"] == "auto"),
+                      key=lambda r: r["size_bytes"])
+        (points,) = [c for c in ax.collections if isinstance(c, PathCollection)]
+        assert [tuple(p) for p in points.get_offsets()] == \
+            [(r["size_bytes"], r["busbw_GBps"]) for r in auto]
+        assert [tuple(c) for c in points.get_facecolors()] == \
+            [_color(palette, r["selected"]) for r in auto]
+
