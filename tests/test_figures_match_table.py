@@ -214,3 +214,17 @@ def test_the_shipped_nccl_figure_marks_every_auto_point_with_its_pick():
         assert [tuple(c) for c in points.get_facecolors()] == \
             [_color(palette, r["selected"]) for r in auto]
 
+
+
+def test_the_choice_map_colours_an_algorithm_as_its_line_and_hatches_by_protocol():
+    rows = [_row("auto", 8, s, 1.0, selected="tree" if s < 2**20 else "ring",
+                 protocol="LL" if s < 2**16 else "Simple") for s in SIZES]
+    rows += [_row(a, 8, s, 1.0, selected=a, protocol="Simple") for a in ("ring", "tree")
+             for s in SIZES]
+    figure, palette = _draw("choice_map", rows)
+    (ax,) = figure.axes
+    for row in rows[:len(SIZES)]:
+        (cell,) = [p for p in ax.patches if isinstance(p, Rectangle)
+                   and p.get_x() < row["size_bytes"] < p.get_x() + p.get_width()]
+        assert cell.get_facecolor() == _color(palette, row["selected"], 0.85)
+        assert (cell.get_hatch() or "") == {"LL": "...", "Simple": ""}[row["protocol"]]

@@ -135,6 +135,11 @@ def spans_decades(values: Sequence[float]) -> bool:
     return bool(positive) and max(positive) / min(positive) > 10**DECADES_FOR_LOG
 
 
+def plain_number(value: float) -> str:
+    """A tick value without an exponent: 0.00001, 0.5, 1000."""
+    return f"{value:.10f}".rstrip("0").rstrip(".")
+
+
 def bandwidth_axis(ax: Axes, values: Sequence[float]) -> None:
     """A y axis of bandwidths: logarithmic when the positive values span more than
     ``DECADES_FOR_LOG`` decades (a linear one would flatten the small ones to zero), else
@@ -142,7 +147,7 @@ def bandwidth_axis(ax: Axes, values: Sequence[float]) -> None:
     if spans_decades(values):
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(base=10))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: plain_number(v)))
         ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
         ax.yaxis.set_minor_formatter(NullFormatter())
     else:
