@@ -81,64 +81,65 @@ def median_error(simulated: dict[int, float], measured: dict[int, float]) -> flo
     return 100 * statistics.median(abs(simulated[s] / measured[s] - 1) for s in measured)
 
 
-def draw(measured_runs, fitted, sizes, curves, sweep) -> None:  # noqa: ANN001
+def draw(measured_runs, fitted, sizes, curves, sweep, out: Path = OUT) -> Path:  # noqa: ANN001
+    """Write ``out``/extrapolate.png."""
+    from collsim.output.style import save, styled
+
+    with styled():
+        (path,) = save(figure(measured_runs, fitted, sizes, curves, sweep), out, "extrapolate",
+                       ["png"])
+    return path
+
+
+def figure(measured_runs, fitted, sizes, curves, sweep):  # noqa: ANN001, ANN201
     """Three panels: the node the fit saw (every size), 4 nodes predicted, 1 GiB to 64 nodes."""
     import matplotlib.pyplot as plt
 
-    from collsim.output.style import (
-        SIZE_LABEL,
-        bandwidth_axis,
-        legend_below,
-        save,
-        size_axis,
-        styled,
-        title,
-    )
+    from collsim.output.style import SIZE_LABEL, bandwidth_axis, legend_below, size_axis, title
 
     one, four = measured_runs[1], measured_runs[4]
-    with styled():
-        fig, (seen, left, right) = plt.subplots(1, 3, figsize=(13.5, 4.4), layout="constrained")
-        all_sizes = sorted(one)
-        seen.plot(all_sizes, [one[s] for s in all_sizes], "ko", ms=3.5, zorder=3)
-        for kind in LABELS:
-            seen.plot(all_sizes, [fitted[kind][s] for s in all_sizes], ms=2.5, **STYLES[kind])
-        size_axis(seen, all_sizes)
-        bandwidth_axis(seen, list(one.values()))
-        seen.set_xlabel(SIZE_LABEL)
-        seen.set_ylabel("allreduce busbw (GB/s)")
-        seen.set_title("1 node x 8 H100: the run calibrated on", fontsize=9)
-        errors = {kind: median_error(fitted[kind], one) for kind in FILES}
-        off = {kind: 100 * (fitted[kind][GIB] / one[GIB] - 1) for kind in FILES}
-        seen.text(0.97, 0.04, f"median |busbw error| over its {len(one)} sizes:\n"
-                  f"as shipped {errors['preset']:.1f}%, calibrated {errors['calibrated']:.1f}%"
-                  f"\nat 1 GiB: as shipped {off['preset']:+.1f}%, calibrated "
-                  f"{off['calibrated']:+.1f}%:\nthe fit weighs every size, not one",
-                  transform=seen.transAxes, **NOTE)
-        left.plot(sizes, [four[s] for s in sizes], "ko", ms=3.5, zorder=3)
-        for kind in LABELS:
-            left.plot(sizes, curves[kind], ms=2.5, **STYLES[kind])
-        size_axis(left, sizes)
-        bandwidth_axis(left, [four[s] for s in sizes] + curves["preset"])
-        left.set_xlabel(SIZE_LABEL)
-        left.set_title("4 nodes x 8 H100: predicted from 1 node", fontsize=9)
-        left.text(0.97, 0.04, "the network is not in a 1-node log:\nboth keep the preset's "
-                  "network figures", transform=left.transAxes, **NOTE)
-        for kind in LABELS:
-            right.plot(NODES[kind], sweep[kind], ms=4, **STYLES[kind])
-        right.plot([1, 4], [one[GIB], four[GIB]], "ko", ms=4.5, zorder=3)
-        right.set_xscale("log", base=2)
-        right.set_xticks(NODES["calibrated"], [str(n) for n in NODES["calibrated"]])
-        right.xaxis.set_minor_locator(plt.NullLocator())
-        right.set_ylim(0, 1.08 * max(*sweep["preset"], *sweep["calibrated"], one[GIB]))
-        right.set_xlabel("nodes (8 GPUs each)")
-        right.set_ylabel("busbw at 1 GiB (GB/s)")
-        right.set_title("allreduce of 1 GiB, extrapolated to 64 nodes", fontsize=9)
-        handles = [plt.Line2D([], [], color="black", marker="o", linestyle="none")]
-        handles += [plt.Line2D([], [], **STYLES[kind]) for kind in LABELS]
-        legend_below(fig, handles, ["measured (nccl-tests, Voltage Park)", *LABELS.values()])
-        title(fig, "Calibrated on one measured H100 node (plots/calibrate/vp-h100.yaml), "
-              "then used where no one measured")
-        save(fig, OUT, "extrapolate", ["png"])
+    fig, (seen, left, right) = plt.subplots(1, 3, figsize=(13.5, 4.4), layout="constrained")
+    all_sizes = sorted(one)
+    seen.plot(all_sizes, [one[s] for s in all_sizes], "ko", ms=3.5, zorder=3)
+    for kind in LABELS:
+        seen.plot(all_sizes, [fitted[kind][s] for s in all_sizes], ms=2.5, **STYLES[kind])
+    size_axis(seen, all_sizes)
+    bandwidth_axis(seen, list(one.values()))
+    seen.set_xlabel(SIZE_LABEL)
+    seen.set_ylabel("allreduce busbw (GB/s)")
+    seen.set_title("1 node x 8 H100: the run calibrated on", fontsize=9)
+    errors = {kind: median_error(fitted[kind], one) for kind in FILES}
+    off = {kind: 100 * (fitted[kind][GIB] / one[GIB] - 1) for kind in FILES}
+    seen.text(0.97, 0.04, f"median |busbw error| over its {len(one)} sizes:\n"
+              f"as shipped {errors['preset']:.1f}%, calibrated {errors['calibrated']:.1f}%"
+              f"\nat 1 GiB: as shipped {off['preset']:+.1f}%, calibrated "
+              f"{off['calibrated']:+.1f}%:\nthe fit weighs every size, not one",
+              transform=seen.transAxes, **NOTE)
+    left.plot(sizes, [four[s] for s in sizes], "ko", ms=3.5, zorder=3)
+    for kind in LABELS:
+        left.plot(sizes, curves[kind], ms=2.5, **STYLES[kind])
+    size_axis(left, sizes)
+    bandwidth_axis(left, [four[s] for s in sizes] + curves["preset"])
+    left.set_xlabel(SIZE_LABEL)
+    left.set_title("4 nodes x 8 H100: predicted from 1 node", fontsize=9)
+    left.text(0.97, 0.04, "the network is not in a 1-node log:\nboth keep the preset's "
+              "network figures", transform=left.transAxes, **NOTE)
+    for kind in LABELS:
+        right.plot(NODES[kind], sweep[kind], ms=4, **STYLES[kind])
+    right.plot([1, 4], [one[GIB], four[GIB]], "ko", ms=4.5, zorder=3)
+    right.set_xscale("log", base=2)
+    right.set_xticks(NODES["calibrated"], [str(n) for n in NODES["calibrated"]])
+    right.xaxis.set_minor_locator(plt.NullLocator())
+    right.set_ylim(0, 1.08 * max(*sweep["preset"], *sweep["calibrated"], one[GIB]))
+    right.set_xlabel("nodes (8 GPUs each)")
+    right.set_ylabel("busbw at 1 GiB (GB/s)")
+    right.set_title("allreduce of 1 GiB, extrapolated to 64 nodes", fontsize=9)
+    handles = [plt.Line2D([], [], color="black", marker="o", linestyle="none")]
+    handles += [plt.Line2D([], [], **STYLES[kind]) for kind in LABELS]
+    legend_below(fig, handles, ["measured (nccl-tests, Voltage Park)", *LABELS.values()])
+    title(fig, "Calibrated on one measured H100 node (plots/calibrate/vp-h100.yaml), "
+          "then used where no one measured")
+    return fig
 
 
 if __name__ == "__main__":

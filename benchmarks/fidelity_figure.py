@@ -59,6 +59,18 @@ def chosen_runs(rows: list[dict]) -> tuple[list[str], int]:
 
 def draw(rows: list[dict], out: Path = OUT) -> Path | None:
     """Write ``out``/busbw.png; the path, or None when no run qualifies."""
+    from collsim.output.style import save, styled
+
+    with styled():
+        drawn = figure(rows)
+        if drawn is None:
+            return None
+        (path,) = save(drawn, out, "busbw", ["png"])
+    return path
+
+
+def figure(rows: list[dict]):  # noqa: ANN201 (matplotlib is imported only to draw)
+    """The figure of :func:`chosen_runs`, or None when no run qualifies."""
     import matplotlib.pyplot as plt
 
     from collsim.output.style import (
@@ -66,53 +78,49 @@ def draw(rows: list[dict], out: Path = OUT) -> Path | None:
         bandwidth_axis,
         label_axes,
         legend_below,
-        save,
         size_axis,
-        styled,
         title,
     )
 
     runs, eligible = chosen_runs(rows)
     if not runs:
         return None
-    with styled():
-        columns = 3
-        figure, grid = plt.subplots((len(runs) + columns - 1) // columns, columns,
-                                    figsize=(4.3 * columns, 3.3 * len(runs) / columns + 1.3),
-                                    squeeze=False, layout="constrained")
-        axes = list(grid.flat)
-        handles = []
-        for ax, run in zip(axes, runs, strict=False):
-            mine = sorted((r for r in rows if r["run_id"] == run), key=lambda r: r["size_bytes"])
-            values = []
-            for column, label, style in SERIES:
-                points = [(r["size_bytes"], r[column]) for r in mine if r[column] is not None]
-                if points:
-                    values += [v for _, v in points]
-                    (line,) = ax.plot(*zip(*points, strict=True), label=label, **style)
-                    if len(handles) < len(SERIES) and label not in [h.get_label()
-                                                                    for h in handles]:
-                        handles.append(line)
-            size_axis(ax, [r["size_bytes"] for r in mine])
-            bandwidth_axis(ax, values)
-            first = mine[0]
-            auto, calibrated = (median_error(mine, c) for c in ("auto_busbw", "calibrated_busbw"))
-            ax.set_title(f"{run}: {first['collective']}\n{first['machine']}, "
-                         f"{first['ranks']} GPUs; median |error| preset {100 * auto:.0f}%, "
-                         f"calibrated {100 * calibrated:.0f}%", fontsize=8)
-        for ax in axes[len(runs):]:
-            ax.set_visible(False)
-        label_axes(axes[:len(runs)], columns, SIZE_LABEL, "busbw (GB/s)")
-        for ax in axes[:len(runs)]:   # each panel its own sizes: every one labels its axis
-            ax.set_xlabel(SIZE_LABEL)
-        handles.sort(key=lambda h: [label for _, label, _ in SERIES].index(h.get_label()))
-        legend_below(figure, handles, [h.get_label() for h in handles])
-        title(figure, "nccl-tests busbw, measured and simulated (sizes of 1 MiB and more)",
-              f"{len(runs)} of the {eligible} runs with {MIN_SIZES}+ sizes and a leave-one-out "
-              "fit, evenly spaced from the preset's smallest median |error| (top left) to its "
-              "largest (bottom right)")
-        (path,) = save(figure, out, "busbw", ["png"])
-    return path
+    columns = 3
+    fig, grid = plt.subplots((len(runs) + columns - 1) // columns, columns,
+                             figsize=(4.3 * columns, 3.3 * len(runs) / columns + 1.3),
+                             squeeze=False, layout="constrained")
+    axes = list(grid.flat)
+    handles = []
+    for ax, run in zip(axes, runs, strict=False):
+        mine = sorted((r for r in rows if r["run_id"] == run), key=lambda r: r["size_bytes"])
+        values = []
+        for column, label, style in SERIES:
+            points = [(r["size_bytes"], r[column]) for r in mine if r[column] is not None]
+            if points:
+                values += [v for _, v in points]
+                (line,) = ax.plot(*zip(*points, strict=True), label=label, **style)
+                if len(handles) < len(SERIES) and label not in [h.get_label()
+                                                                for h in handles]:
+                    handles.append(line)
+        size_axis(ax, [r["size_bytes"] for r in mine])
+        bandwidth_axis(ax, values)
+        first = mine[0]
+        auto, calibrated = (median_error(mine, c) for c in ("auto_busbw", "calibrated_busbw"))
+        ax.set_title(f"{run}: {first['collective']}\n{first['machine']}, "
+                     f"{first['ranks']} GPUs; median |error| preset {100 * auto:.0f}%, "
+                     f"calibrated {100 * calibrated:.0f}%", fontsize=8)
+    for ax in axes[len(runs):]:
+        ax.set_visible(False)
+    label_axes(axes[:len(runs)], columns, SIZE_LABEL, "busbw (GB/s)")
+    for ax in axes[:len(runs)]:   # each panel its own sizes: every one labels its axis
+        ax.set_xlabel(SIZE_LABEL)
+    handles.sort(key=lambda h: [label for _, label, _ in SERIES].index(h.get_label()))
+    legend_below(fig, handles, [h.get_label() for h in handles])
+    title(fig, "nccl-tests busbw, measured and simulated (sizes of 1 MiB and more)",
+          f"{len(runs)} of the {eligible} runs with {MIN_SIZES}+ sizes and a leave-one-out "
+          "fit, evenly spaced from the preset's smallest median |error| (top left) to its "
+          "largest (bottom right)")
+    return fig
 
 
 def main() -> int:

@@ -4,7 +4,10 @@ figure's artists (never from pixels)."""
 
 from __future__ import annotations
 
+import csv
+import importlib.util
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -228,3 +231,128 @@ def test_the_choice_map_colours_an_algorithm_as_its_line_and_hatches_by_protocol
                    and p.get_x() < row["size_bytes"] < p.get_x() + p.get_width()]
         assert cell.get_facecolor() == _color(palette, row["selected"], 0.85)
         assert (cell.get_hatch() or "") == {"LL": "...", "Simple": ""}[row["protocol"]]
+
+
+def _script(path: str, name: str):
+    """A figure script (benchmarks/, workloads/) as a module, its own folder importable."""
+    folder = ROOT / Path(path).parent
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+WORKLOADS = ROOT / "plots" / "workloads"
+
+
+def _workload_figure(name: str):
+    draw = _script("workloads/draw.py", "workload_figures_draw")
+    rows = draw.read_table(WORKLOADS / f"{name}.csv")
+    with styled():
+        return draw.FIGURES[name](rows), rows
+
+
+def test_zero3_bars_and_differences_are_the_tables():
+    figure, rows = _workload_figure("zero3-vs-dp")
+    bars, gaps = figure.axes[:2]
+    widths = [p.get_width() for p in bars.patches]
+    rest = [r["step_s"] - r["exposed_s"] for r in rows]
+    assert widths == pytest.approx(rest + [r["exposed_s"] for r in rows])
+    assert [t.get_text() for t in bars.texts] == [f"{r['step_s']:.3f} s" for r in rows]
+    step_gaps = [p.get_width() for p in gaps.patches][:len(rows) - 1]
+    assert step_gaps == pytest.approx([1e3 * (r["step_s"] - rows[0]["step_s"])
+                                       for r in rows[1:]])
+    assert "-42.6 ms" in [t.get_text() for t in gaps.texts]   # 1.502 s against 1.545 s
+    figure.canvas.draw()
+    legend = figure.legends[0].get_window_extent()
+    assert not any(legend.overlaps(ax.get_window_extent()) for ax in (bars, gaps))
+
+
+def test_two_jobs_bars_are_the_slowdowns_and_name_the_fabrics():
+    figure, rows = _workload_figure("two-jobs")
+    (ax,) = figure.axes
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == pytest.approx([100 * (r["slowdown"] - 1) for r in rows])
+    assert [t.get_text() for t in figure.legends[0].get_texts()] == \
+        ["non-blocking (1:1)", "2:1 oversubscribed"]
+
+
+def test_scaling_ticks_read_as_gpu_counts_and_lines_hold_the_table():
+    figure, rows = _workload_figure("dp-scaling")
+    step, exposed = figure.axes[:2]
+    for ax, column in ((step, "step_s"), (exposed, "exposed_s")):
+        assert [ax.xaxis.get_major_formatter()(t, 0) for t in ax.get_xticks()] == \
+            [str(g) for g in sorted({r["gpus"] for r in rows})]
+        for line in ax.get_lines():
+            mine = [r for r in rows if r["algorithm"] == line.get_label()]
+            assert list(line.get_ydata()) == [r[column] for r in mine]
+    assert step.get_ylim()[0] == 0 and exposed.get_yscale() == "log"
+    figure, rows = _workload_figure("ps-vs-allreduce")
+    (ax,) = figure.axes
+    labels = [ax.yaxis.get_major_formatter()(t, 0) for t in ax.get_yticks()]
+    assert all("^" not in label and "e" not in label for label in labels) and "10" in labels
+
+
+def test_gradient_format_bars_hold_the_table():
+    figure, rows = _workload_figure("gradient-formats")
+    bars, exposed = figure.axes[:2]
+    assert [p.get_height() for p in exposed.patches] == [r["exposed_s"] for r in rows]
+    tops = [p.get_y() + p.get_height() for p in bars.patches][len(rows):]
+    assert tops == pytest.approx([r["step_s"] for r in rows])
+
+
+def test_the_timeline_legend_names_only_what_is_drawn():
+    figure, rows = _workload_figure("3d-timeline")
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert sorted(legend) == sorted({r["kind"] for r in rows})
+    (ax,) = figure.axes
+    lanes = list(dict.fromkeys((r["stage"], r["stream"]) for r in rows))
+    assert len(ax.collections) == len(lanes)
+    for lane, bars in zip(lanes, ax.collections, strict=True):
+        mine = [r for r in rows if (r["stage"], r["stream"]) == lane]
+        starts = [path.vertices[:, 0].min() for path in bars.get_paths()]
+        assert starts == pytest.approx([1e3 * r["start_s"] for r in mine])
+
+
+def test_the_fidelity_figure_draws_the_chosen_runs_rows():
+    fidelity = _script("benchmarks/fidelity_figure.py", "fidelity_figure_module")
+    rows = fidelity.read_rows(ROOT / "plots" / "fidelity" / "rows.csv")
+    runs, eligible = fidelity.chosen_runs(rows)
+    errors = [fidelity.median_error([r for r in rows if r["run_id"] == run], "auto_busbw")
+              for run in runs]
+    assert len(runs) == fidelity.PANELS and errors == sorted(errors) and eligible > len(runs)
+    with styled():
+        figure = fidelity.figure(rows)
+    panels = [ax for ax in figure.axes if ax.get_visible()]
+    for ax, run in zip(panels, runs, strict=True):
+        mine = sorted((r for r in rows if r["run_id"] == run), key=lambda r: r["size_bytes"])
+        measured = next(line for line in ax.get_lines() if line.get_marker() == "o")
+        assert list(measured.get_ydata()) == [r["measured_busbw"] for r in mine]
+        assert ax.get_xlabel() == "message size (bytes)" and run in ax.get_title()
+    assert any("leave-one-out" in t.get_text() for t in figure.legends[0].get_texts())
+
+
+def test_the_calibration_figure_starts_the_sweep_at_zero_and_says_why_1gib_is_off():
+    extrapolate = _script("benchmarks/extrapolate.py", "extrapolate_module")
+    table = {}
+    with (ROOT / "plots" / "calibrate" / "extrapolate.csv").open() as f:
+        for kind, nodes, size, value in csv.reader(f):
+            table[(kind, int(nodes), int(size))] = float(value)
+    one = {size: 100.0 + size / 2**30 for size in (2**20, 2**30)}
+    fitted = {kind: {s: table.get((kind, 1, s), 1.0) for s in one} for kind in ("preset",
+                                                                              "calibrated")}
+    sweep = {kind: [table[(kind, n, 2**30)] for n in extrapolate.NODES[kind]]
+             for kind in ("preset", "calibrated")}
+    sizes = [2**20, 2**30]
+    curves = {kind: [table[(kind, 4, s)] for s in sizes] for kind in ("preset", "calibrated")}
+    with styled():
+        figure = extrapolate.figure({1: one, 4: dict(one)}, fitted, sizes, curves, sweep)
+    seen, _, right = figure.axes[:3]
+    assert right.get_ylim()[0] == 0
+    lines = right.get_lines()
+    assert [list(line.get_ydata()) for line in lines[:2]] == [sweep["preset"],
+                                                              sweep["calibrated"]]
+    off = 100 * (fitted["calibrated"][2**30] / one[2**30] - 1)
+    assert f"calibrated {off:+.1f}%" in seen.texts[0].get_text()
