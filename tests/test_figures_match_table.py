@@ -305,8 +305,12 @@ def test_gradient_format_bars_hold_the_table():
 
 def test_the_timeline_legend_names_only_what_is_drawn():
     figure, rows = _workload_figure("3d-timeline")
+    draw = _script("workloads/draw.py", "workload_figures_draw")
     legend = [t.get_text() for t in figure.legends[0].get_texts()]
-    assert sorted(legend) == sorted({r["kind"] for r in rows})
+    busy = {r["kind"] for r in rows if r["end_s"] > r["start_s"]}
+    assert sorted(legend) == sorted(draw.KIND_LABELS.get(k, k) for k in busy)
+    idle = {r["kind"] for r in rows} - busy
+    assert all(kind in figure.get_suptitle() for kind in idle)
     (ax,) = figure.axes
     lanes = list(dict.fromkeys((r["stage"], r["stream"]) for r in rows))
     assert len(ax.collections) == len(lanes)

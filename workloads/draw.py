@@ -197,11 +197,13 @@ def two_jobs(rows: list[Row]) -> Figure:
 
 KIND_COLORS = {"forward": "#66bb6a", "backward": "#1b5e20", "optimizer": "#8d6e63",
                "tensor": "#1565c0", "data": "#c62828", "pipeline": "#f9a825"}
+KIND_LABELS = {"tensor": "tensor-parallel calls", "data": "data-parallel calls",
+               "pipeline": "pipeline sends"}
 
 
 def timeline_3d(rows: list[Row]) -> Figure:
     """One row per (pipeline stage, stream), a bar per task; the legend names only the kinds
-    of task drawn."""
+    of task that take time (the title names those that take none)."""
     figure, (ax,), _ = new_figure(1, width=10.5, height=4.6)
     lanes = list(dict.fromkeys((r["stage"], r["gpu"], r["stream"]) for r in rows))
     for lane, (stage, gpu, stream) in enumerate(lanes):
@@ -215,11 +217,15 @@ def timeline_3d(rows: list[Row]) -> Figure:
     ax.invert_yaxis()
     ax.grid(axis="y", visible=False)
     ax.set_xlabel("time (ms)")
-    drawn = [kind for kind in KIND_COLORS if any(r["kind"] == kind for r in rows)]
-    drawn += sorted({r["kind"] for r in rows} - set(KIND_COLORS))
-    legend_below(figure, [Patch(color=KIND_COLORS.get(k, "#9e9e9e")) for k in drawn], drawn)
+    kinds = [k for k in KIND_COLORS if any(r["kind"] == k for r in rows)]
+    kinds += sorted({r["kind"] for r in rows} - set(KIND_COLORS))
+    drawn = [k for k in kinds if any(r["kind"] == k and r["end_s"] > r["start_s"] for r in rows)]
+    legend_below(figure, [Patch(color=KIND_COLORS.get(k, "#9e9e9e")) for k in drawn],
+                 [KIND_LABELS.get(k, k) for k in drawn])
+    empty = [k for k in kinds if k not in drawn]
     title(figure, "GPT-39B, tensor 8 x pipeline 4 x data 2, 1F1B over 8 micro-batches, on 64 "
-          "H100s: one GPU per pipeline stage (data replica 0)")
+          "H100s: one GPU per pipeline stage (data replica 0)",
+          f"{', '.join(empty)}: no time in this step" if empty else "")
     return figure
 
 
