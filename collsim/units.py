@@ -134,7 +134,9 @@ def format_size(nbytes: float, iec: bool = False) -> str:
     for unit, factor in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("K", 2**10)):
         if nbytes >= factor:
             value = nbytes / factor
-            number = f"{value:g}" if value == int(value) else f"{value:.3g}"
+            # 3 significant digits, but whole numbers from 1000 up (1015K, not 1.02e+03K)
+            number = f"{value:g}" if value == int(value) else (
+                f"{value:.3g}" if value < 1000 else f"{value:.0f}")
             return f"{number}{space}{unit}{suffix}"
     number = f"{int(nbytes)}" if nbytes == int(nbytes) else f"{nbytes:g}"
     return f"{number}{space}B"
