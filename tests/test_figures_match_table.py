@@ -10,6 +10,7 @@ import math
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.colors import to_rgba
@@ -23,6 +24,14 @@ from collsim.output.table import read_table
 from collsim.units import format_size
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """The figures read here are never saved, so nothing else closes them."""
+    yield
+    plt.close("all")
+
 SIZES = [2**k for k in range(10, 31, 2)]   # 1 KiB to 1 GiB
 
 
