@@ -11,8 +11,8 @@ rows of 1 MiB and more, for
   (e) scale-up:    calibrate on a machine's smaller run (1 node, or 1 GPU per node), predict
                    its larger one (SCALE_UP), printed per pair.
 
-Writes plots/fidelity/table.md (the table), rows.csv (every row's errors), busbw.png (measured
-and simulated busbw against size for several machines). Fits are cached in
+Writes plots/fidelity/table.md (the table), rows.csv (every row's errors) and, from rows.csv,
+busbw.png (benchmarks/fidelity_figure.py, which redraws it alone). Fits are cached in
 .cache/fidelity.json (delete it after changing the model).
 
     python benchmarks/fidelity.py [--no-calibrate] [--max-ranks 8]
@@ -24,13 +24,13 @@ import argparse
 import csv
 import hashlib
 import json
-import math
 import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import fidelity_figure
 import numpy as np
 
 from collsim.calibrate.cases import Case, repicked, shape
@@ -430,42 +430,7 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
             writer.writerow(["" if full.get(c) is None else
                              (f"{full[c]:.4g}" if isinstance(full[c], float) else full[c])
                              for c in columns])
-    figure(table, out)
-
-
-def figure(table: list[dict], out: Path = OUT) -> None:
-    import matplotlib.pyplot as plt
-
-    from collsim.output.style import save, size_axis, styled
-
-    runs = [r for r in dict.fromkeys(x["run_id"] for x in table)
-            if sum(x["run_id"] == r for x in table) >= 8][:6]
-    if not runs:
-        return
-    with styled():
-        columns = 3
-        rows = math.ceil(len(runs) / columns)
-        fig, axes = plt.subplots(rows, columns, figsize=(4.3 * columns, 3.2 * rows),
-                                 squeeze=False, layout="constrained")
-        for ax, run in zip(axes.flat, runs, strict=False):
-            mine = [x for x in table if x["run_id"] == run]
-            sizes = [x["size_bytes"] for x in mine]
-            ax.plot(sizes, [x["measured_busbw"] for x in mine], "ko", ms=3, label="measured")
-            ax.plot(sizes, [x["auto_busbw"] for x in mine], "-", label="preset, auto")
-            if any(x["calibrated_busbw"] for x in mine):
-                pts = [(x["size_bytes"], x["calibrated_busbw"]) for x in mine
-                       if x["calibrated_busbw"]]
-                ax.plot(*zip(*pts, strict=True), "--", label="calibrated (LOO)")
-            ax.plot(sizes, [x["nccl_model_busbw"] or float("nan") for x in mine], ":",
-                    label="NCCL's model")
-            size_axis(ax, sizes)
-            ax.set_title(f"{run}\n{mine[0]['machine']}, {mine[0]['ranks']} GPUs",
-                         fontsize=8)
-            ax.set_ylabel("busbw (GB/s)")
-        for ax in list(axes.flat)[len(runs):]:
-            ax.set_visible(False)
-        axes.flat[0].legend(fontsize=7)
-        save(fig, out, "busbw", ["png"])
+    fidelity_figure.draw(fidelity_figure.read_rows(out / "rows.csv"), out)
 
 
 if __name__ == "__main__":

@@ -127,13 +127,19 @@ def parse_time(text: object) -> float:
     return seconds
 
 
-def format_size(nbytes: float) -> str:
-    """Short binary size for labels and tables: 1K, 4M, 1G (exact powers) or 1.5 MiB."""
+def format_size(nbytes: float, iec: bool = False) -> str:
+    """Short binary size for tables: 1K, 4M, 1G (exact powers) or 1.5M. With ``iec`` the unit
+    is spelled out (1 KiB, 1.5 MiB, 8 B), for figures, whose readers may take 1K for 1000."""
+    suffix, space = ("iB", " ") if iec else ("", "")
     for unit, factor in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("K", 2**10)):
         if nbytes >= factor:
             value = nbytes / factor
-            return f"{value:g}{unit}" if value == int(value) else f"{value:.3g}{unit}"
-    return f"{int(nbytes)}B" if nbytes == int(nbytes) else f"{nbytes:g}B"
+            # 3 significant digits, but whole numbers from 1000 up (1015K, not 1.02e+03K)
+            number = f"{value:g}" if value == int(value) else (
+                f"{value:.3g}" if value < 1000 else f"{value:.0f}")
+            return f"{number}{space}{unit}{suffix}"
+    number = f"{int(nbytes)}" if nbytes == int(nbytes) else f"{nbytes:g}"
+    return f"{number}{space}B"
 
 
 def format_time(seconds: float) -> str:

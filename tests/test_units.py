@@ -103,3 +103,9 @@ def test_arbitrary_text_never_escapes_as_another_error(text):
 def test_format_size_uses_short_binary_units():
     assert [format_size(x) for x in (8, 1024, 2**20, 3 * 2**30, 1536)] == \
         ["8B", "1K", "1M", "3G", "1.5K"]
+
+
+def test_format_size_spells_out_binary_units_for_figures():
+    assert [format_size(x, iec=True) for x in (8, 1024, 2**20, 3 * 2**30, 1536, 483_000)] == \
+        ["8 B", "1 KiB", "1 MiB", "3 GiB", "1.5 KiB", "472 KiB"]
+    assert format_size(1015.6 * 2**10) == "1016K"     # no exponent just under the next unit

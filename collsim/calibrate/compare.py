@@ -63,10 +63,18 @@ def summary(points: Sequence[Point], min_size: int = 0) -> tuple[int, float, flo
 
 
 def plot(points: Sequence[Point], out: Path, title: str) -> None:
-    """Measured (markers) and simulated (lines) busbw against size, one colour per run."""
+    """Measured (markers) and simulated (lines) busbw against size, one colour per run; a log
+    busbw axis when the sizes run from latency-bound to bandwidth-bound."""
     import matplotlib.pyplot as plt
 
-    from collsim.output.style import save, series_style, size_axis, styled
+    from collsim.output.style import (
+        bandwidth_axis,
+        legend_below,
+        save,
+        series_style,
+        size_axis,
+        styled,
+    )
 
     with styled():
         figure, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
@@ -79,10 +87,12 @@ def plot(points: Sequence[Point], out: Path, title: str) -> None:
             ax.plot(sizes, [p.measured_busbw_GBps for p in mine], linestyle="none",
                     marker=style["marker"], color=style["color"], label=f"measured {label}")
             ax.plot(sizes, [p.simulated_busbw_GBps for p in mine], linestyle="-",
-                    color=style["color"], label="simulated")
+                    color=style["color"], label=f"simulated {label}")
         size_axis(ax, [p.size_bytes for p in points])
+        bandwidth_axis(ax, [v for p in points
+                            for v in (p.measured_busbw_GBps, p.simulated_busbw_GBps)])
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("bus bandwidth (GB/s)")
         ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=7)
+        legend_below(figure, *ax.get_legend_handles_labels())   # never over the points
         save(figure, out.parent, out.stem, [out.suffix.lstrip(".") or "png"])

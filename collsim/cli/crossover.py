@@ -160,7 +160,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, algorithms: tuple[str, ...],
             (line,) = ax.plot(*zip(*points, strict=True), **series_style(index))
             handles.append(line)
             for ranks, size in points:
-                ax.annotate(format_size(size), (ranks, size), xytext=(-4, 5),
+                ax.annotate(format_size(size, iec=True), (ranks, size), xytext=(-4, 5),
                             textcoords="offset points", ha="right", fontsize=7.5)
             labels.append(topology)
         ranks_axis(ax, [r["ranks"] for r in found])

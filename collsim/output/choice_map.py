@@ -22,18 +22,18 @@ from collsim.output.style import (
 
 
 def choice_map(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]) -> Figure:
-    """Size x (topology, ranks), each cell shaded by the ``selected`` algorithm and protocol of
-    the rows of algorithm ``spec["algorithm"]`` (``auto`` by default); one panel per
-    collective."""
+    """Size x (topology, ranks), each cell coloured by the ``selected`` algorithm and hatched
+    by the protocol of the rows of algorithm ``spec["algorithm"]`` (``auto`` by default); one
+    panel per collective."""
     from collsim.output.figures import Skip, _cell_edges
 
     selector = spec.get("algorithm", "auto")
     rows = [r for r in rows if r.get("algorithm") == selector and r.get("selected")]
     if not rows:
         raise Skip(f"the table has no rows of algorithm {selector!r} with a selected column")
-    choices = list(dict.fromkeys(_choice(r) for r in rows))
-    style = {c: (COLORS[i % len(COLORS)], HATCHES[i % len(HATCHES)])
-             for i, c in enumerate(choices)}
+    choices = sorted(dict.fromkeys(_choice(r) for r in rows),
+                     key=lambda c: (_algorithm_order(c, rows, palette), c))
+    style = _styles(rows, palette)
     collectives = distinct(rows, "collective")
     figure, axes, columns = new_figure(len(collectives), width=6.0,
                                        height=max(2.6, 0.32 * _levels(rows) + 1.2), share=False)
@@ -61,8 +61,36 @@ def choice_map(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int
     handles = [Patch(facecolor=style[c][0], edgecolor="black", hatch=style[c][1], alpha=0.85,
                      linewidth=0.5) for c in choices]
     legend_below(figure, handles, choices)
-    figure.suptitle(f"What {selector} runs: algorithm and protocol by ranks and message size")
+    figure.suptitle(f"What {selector} runs: algorithm (colour) and protocol (hatching) by ranks "
+                    "and message size")
     return figure
+
+
+def _styles(rows: Sequence[Row], palette: dict[Any, int]) -> dict[str, tuple[str, str]]:
+    """Colour by algorithm, the colour of its line in the table's other figures (a spare one
+    when it has none), and hatching by protocol, so a choice reads the same in both."""
+    algorithms = distinct(rows, "selected")
+    spare = len(palette)
+    colors = {}
+    for name in algorithms:
+        if name in palette:
+            colors[name] = COLORS[palette[name] % len(COLORS)]
+        else:
+            colors[name] = COLORS[spare % len(COLORS)]
+            spare += 1
+    protocols = [p for p in PROTOCOL_HATCHES if p in distinct(rows, "protocol")]
+    protocols += [p for p in distinct(rows, "protocol") if p not in protocols]
+    hatches = {p: (PROTOCOL_HATCHES.get(p) or HATCHES[i % len(HATCHES)])
+               for i, p in enumerate(protocols)}
+    return {_choice(r): (colors[r["selected"]], hatches[r.get("protocol")]) for r in rows}
+
+
+PROTOCOL_HATCHES = {"Simple": "", "LL128": "///", "LL": "..."}
+
+
+def _algorithm_order(choice: str, rows: Sequence[Row], palette: dict[Any, int]) -> int:
+    name = choice.split(" ")[0]
+    return palette.get(name, len(palette) + distinct(rows, "selected").index(name))
 
 
 def _choice(row: Row) -> str:

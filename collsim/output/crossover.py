@@ -1,6 +1,8 @@
 """Crossovers read off a results table: which algorithm is fastest at each size, and where
-the fastest changes, interpolated on the log-log curves between the two sizes around it.
-(``collsim crossover`` finds them exactly by bisection in simulation instead.)"""
+the fastest changes, interpolated on the log-log curves between the two sizes around it; and
+the stretches of sizes between them, which a crossover map shades, so that its shading and
+its marks come from the same numbers. (``collsim crossover`` finds crossovers exactly by
+bisection in simulation instead.)"""
 
 from __future__ import annotations
 
@@ -44,3 +46,22 @@ def crossovers(sizes: Sequence[int], times: Mapping[str, Sequence[float]]) -> li
         weight = min(max(weight, 0.0), 1.0)
         out.append(Crossover(2 ** (low + weight * (high - low)), before, after))
     return out
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """``winner`` is fastest from ``low`` to ``high`` bytes; ``None`` is the sweep's end."""
+
+    low: float | None
+    high: float | None
+    winner: str
+
+
+def stretches(sizes: Sequence[int], times: Mapping[str, Sequence[float]]) -> list[Stretch]:
+    """The sizes cut at each of :func:`crossovers`, each piece with its fastest algorithm."""
+    if not sizes:
+        return []
+    marks = crossovers(sizes, times)
+    bounds: list[float | None] = [None, *(c.size for c in marks), None]
+    names = [fastest({n: t[0] for n, t in times.items()}), *(c.after for c in marks)]
+    return [Stretch(bounds[i], bounds[i + 1], name) for i, name in enumerate(names)]

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from collsim.output.crossover import crossovers, fastest
+from collsim.output.crossover import stretches
 from collsim.output.kinds import FIGURE_KINDS
 from collsim.output.layout import Plan, Row, distinct, plan, select, spread, value_label
 from collsim.output.style import (
@@ -23,6 +23,7 @@ from collsim.output.style import (
     HATCHES,
     RANKS_LABEL,
     SIZE_LABEL,
+    bandwidth_axis,
     darker,
     label_axes,
     legend_below,
@@ -32,6 +33,7 @@ from collsim.output.style import (
     save,
     series_style,
     size_axis,
+    spans_decades,
     styled,
     time_axis,
     title,
@@ -128,12 +130,16 @@ def _legend(layout: Plan, handles: dict[tuple[Any, ...], Any],
 def _line_figure(rows: Sequence[Row], spec: dict[str, Any], x: str, what: str,
                  y: Callable[[Row], float | None], closed: Callable[[Row], float | None] | None,
                  axes_setup: Callable[[Any, Sequence[Row]], None], ylabel: str,
-                 lines: str = "algorithm", palette: dict[Any, int] | None = None) -> Figure:
+                 lines: str = "algorithm", palette: dict[Any, int] | None = None,
+                 height: float = 3.1) -> Figure:
     layout = plan(rows, x, spec, lines)
-    figure, axes, columns = new_figure(len(layout.panel_values))
+    figure, axes, columns = new_figure(len(layout.panel_values), height=height)
     keys = layout.line_keys(rows)
     styles = _styles(layout, keys, palette or {})
     handles: dict[tuple[Any, ...], Any] = {}
+    pick_colors = _pick_colors(rows, palette or {})
+    choosers: set[str] = set()
+    bands: list[tuple[Any, list[tuple[float, float, str]]]] = []
     any_closed = False
     for ax, value in zip(axes, layout.panel_values, strict=True):
         panel_rows = layout.panel_rows(rows, value)
@@ -144,9 +150,14 @@ def _line_figure(rows: Sequence[Row], spec: dict[str, Any], x: str, what: str,
             if not series:
                 continue
             shape = tuple((r[x], float(f"{y(r):.6g}")) for r in series)
-            (handle,) = ax.plot([r[x] for r in series], [y(r) for r in series], **styles[key],
-                                **_markers(keys.index(key), len(keys), len(series),
-                                           drawn.count(shape)))
+            if _is_choice(series):
+                handle = _draw_choice(ax, series, x, y, styles[key], pick_colors)
+                bands.append((ax, [(r[x], y(r), pick_colors[r["selected"]]) for r in series]))
+                choosers.add(series[0]["algorithm"])
+            else:
+                (handle,) = ax.plot([r[x] for r in series], [y(r) for r in series],
+                                    **styles[key], **_markers(keys.index(key), len(keys),
+                                                              len(series), drawn.count(shape)))
             drawn.append(shape)
             handles.setdefault(key, handle)
             model = [(r[x], closed(r)) for r in series if closed and closed(r) is not None]
@@ -156,14 +167,94 @@ def _line_figure(rows: Sequence[Row], spec: dict[str, Any], x: str, what: str,
                         zorder=3, **CLOSED_FORM)
         ax.set_title(layout.panel_title(value))
     axes_setup(axes[0], rows)
+    for ax, points in bands:   # drawn once the axes know their scale, which bends the band
+        _choice_band(ax, points)
     label_axes(axes, columns, SIZE_LABEL if x == "size_bytes" else RANKS_LABEL, ylabel)
     shown, labels = _legend(layout, handles, styles)
+    if choosers:
+        shown, labels = _choice_legend(shown, labels, choosers, pick_colors,
+                                       set(distinct(rows, "algorithm")))
     if any_closed:
         shown.append(Line2D([], [], color="#444444", **CLOSED_FORM))
         labels.append("closed form (α-β-γ)")
     legend_below(figure, shown, labels)
     _title(figure, what, layout)
     return figure
+
+
+CHOOSERS = ("auto", "best")  # algorithms that run another one, named in the selected column
+
+
+def _is_choice(series: Sequence[Row]) -> bool:
+    """A series of ``auto`` (or ``best``) rows, each saying which algorithm it ran."""
+    return all(r.get("algorithm") in CHOOSERS and r.get("selected") for r in series)
+
+
+def _pick_colors(rows: Sequence[Row], palette: dict[Any, int]) -> dict[str, str]:
+    """The colour of each algorithm a chooser picked: that algorithm's own line colour, or a
+    colour no line of the table uses when it has no line of its own."""
+    picked = distinct([r for r in rows if r.get("algorithm") in CHOOSERS], "selected")
+    colors = {name: COLORS[palette[name] % len(COLORS)] for name in picked if name in palette}
+    spare = len(palette)
+    for name in picked:
+        if name and name not in colors:
+            colors[name] = COLORS[spare % len(COLORS)]
+            spare += 1
+    return colors
+
+
+def _draw_choice(ax: Any, series: Sequence[Row], x: str, y: Callable[[Row], float | None],
+                 style: dict[str, Any], pick_colors: dict[str, str]) -> Any:
+    """A chooser's points, each marked in the colour of the algorithm it picked there (its
+    band, :func:`_choice_band`, follows once the axes have their scales)."""
+    xs, ys = [r[x] for r in series], [y(r) for r in series]
+    return ax.scatter(xs, ys, s=26, marker=style["marker"], zorder=5, linewidths=0.8,
+                      c=[pick_colors[r["selected"]] for r in series], edgecolors="white")
+
+
+CHOICE_BAND = {"linewidth": 6.5, "alpha": 0.5, "solid_capstyle": "butt", "zorder": 1}
+
+
+def _choice_band(ax: Any, points: Sequence[tuple[float, float, str]]) -> None:
+    """A wide band under the other lines, along a chooser's points and coloured by what it
+    picked: each point's colour reaches half-way (on the axes' scales) to its neighbours, so
+    the band runs around the line of the algorithm picked, or apart from every line where
+    the pick differs from them all (another protocol or channel count)."""
+    def middle(a: float, b: float, log: bool) -> float:
+        return math.sqrt(a * b) if log and a > 0 and b > 0 else (a + b) / 2
+
+    log_x, log_y = ax.get_xscale() == "log", ax.get_yscale() == "log"
+    for i, (px, py, color) in enumerate(points):
+        xs, ys = [px], [py]
+        if i > 0:
+            xs.insert(0, middle(points[i - 1][0], px, log_x))
+            ys.insert(0, middle(points[i - 1][1], py, log_y))
+        if i + 1 < len(points):
+            xs.append(middle(px, points[i + 1][0], log_x))
+            ys.append(middle(py, points[i + 1][1], log_y))
+        ax.plot(xs, ys, color=color, **CHOICE_BAND)
+
+
+def _choice_legend(shown: list[Any], labels: list[str], choosers: set[str],
+                   pick_colors: dict[str, str], lines: set[str]) -> tuple[list[Any], list[str]]:
+    """Say in the legend what a chooser's band colours mean, and give a colour to each
+    picked algorithm that has no line of its own."""
+    note = " (band: colour of the algorithm it runs)"
+    band = Line2D([], [], color="#888888", **{k: v for k, v in CHOICE_BAND.items()
+                                               if k != "zorder"})
+    named = [label.split(",")[0] in choosers for label in labels]
+    shown = [band if chosen else handle for handle, chosen in zip(shown, named, strict=True)]
+    labels = [label + note if chosen else label for label, chosen in zip(labels, named,
+                                                                         strict=True)]
+    if not any(named):
+        shown.append(band)
+        labels.append(f"{'/'.join(sorted(choosers))}{note}")
+    for name, color in pick_colors.items():
+        if name not in lines:
+            shown.append(Line2D([], [], color=color, linewidth=CHOICE_BAND["linewidth"],
+                                alpha=CHOICE_BAND["alpha"]))
+            labels.append(f"{name} (run by {'/'.join(sorted(choosers))})")
+    return shown, labels
 
 
 def _sizes(ax: Any, rows: Sequence[Row]) -> None:
@@ -189,11 +280,13 @@ def busbw_vs_size(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, 
 
     def setup(ax: Any, rows: Sequence[Row]) -> None:
         _sizes(ax, rows)
-        ax.set_ylim(bottom=0)
+        bandwidth_axis(ax, [r["busbw_GBps"] for r in rows])
 
+    # A log axis spreads decades over the panel: taller panels keep the top ones apart.
+    tall = spans_decades([r["busbw_GBps"] for r in rows])
     return _line_figure(rows, spec, "size_bytes", "Bus bandwidth vs message size (nccl-tests "
                         "busbw)", lambda r: r["busbw_GBps"], closed, setup,
-                        "bus bandwidth (GB/s)", palette=palette)
+                        "bus bandwidth (GB/s)", palette=palette, height=3.9 if tall else 3.1)
 
 
 def time_vs_ranks(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]
@@ -295,8 +388,10 @@ def crossover_map(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, 
                      linewidth=0.5) for n in shown]
     handles.append(Line2D([], [], color="black", marker="|", markersize=11,
                           markeredgewidth=2, linestyle="none"))
-    legend_below(figure, handles, [f"{n} fastest" for n in shown] + ["crossover"])
-    _title(figure, "Fastest algorithm by ranks and message size", layout)
+    legend_below(figure, handles, [f"{n} fastest" for n in shown]
+                 + ["crossover (log-log interpolation between the sizes run)"])
+    _title(figure, f"Fastest algorithm by ranks and message size, of {', '.join(style)}",
+           layout)
     return figure
 
 
@@ -312,32 +407,33 @@ def _crossover_panel(ax: Any, rows: Sequence[Row], row_column: str,
         for r in rows:
             if r[row_column] == level and r["algorithm"] in times:
                 times[r["algorithm"]][sizes.index(r["size_bytes"])] = r["time_s"]
-        times = {n: t for n, t in times.items() if any(math.isfinite(v) for v in t)}
-        for i in range(len(sizes)):
-            present = {n: t[i] for n, t in times.items() if math.isfinite(t[i])}
-            if not present:
-                continue
-            winner = fastest(present)
-            winners.add(winner)
-            color, hatch = style[winner]
-            ax.add_patch(Rectangle((edges[i], level_index - 0.5), edges[i + 1] - edges[i], 1,
-                                   facecolor=color, hatch=hatch, edgecolor="black", alpha=0.85,
-                                   linewidth=0.0))
-        # Crossovers over the sizes this row has (a sweep may thin out some rows).
+        # The sizes at which two algorithms or more ran (a sweep may thin out some rows),
+        # and the algorithms that ran at all of them; sizes only one ran stay blank.
         shared = [i for i in range(len(sizes))
                   if sum(math.isfinite(t[i]) for t in times.values()) >= 2]
         complete = {n: [t[i] for i in shared] for n, t in times.items()
-                    if all(math.isfinite(t[i]) for i in shared)}
+                    if shared and all(math.isfinite(t[i]) for i in shared)}
         if len(complete) < 2:
             continue
-        for cross in crossovers([sizes[i] for i in shared], complete):
-            ax.plot([cross.size], [level_index], marker="|", color="black", markersize=12,
-                    markeredgewidth=2.2)
+        # Shading and marks both come from these stretches: a mark is where one ends.
+        pieces = stretches([sizes[i] for i in shared], complete)
+        left, right = edges[shared[0]], edges[shared[-1] + 1]
+        for piece in pieces:
+            low = left if piece.low is None else piece.low
+            high = right if piece.high is None else piece.high
+            winners.add(piece.winner)
+            color, hatch = style[piece.winner]
+            ax.add_patch(Rectangle((low, level_index - 0.5), high - low, 1, facecolor=color,
+                                   hatch=hatch, edgecolor="black", alpha=0.85, linewidth=0.0,
+                                   label=f"{level}: {piece.winner}"))
+        for piece in pieces[1:]:
+            ax.plot([piece.low], [level_index], marker="|", color="black", markersize=12,
+                    markeredgewidth=2.2, linestyle="none")
             # The label sits beside its mark, on the side with more room.
-            right = math.log(cross.size / edges[0]) < 0.8 * math.log(edges[-1] / edges[0])
-            ax.annotate(format_size(cross.size), (cross.size, level_index),
-                        xytext=(6 if right else -6, 0), textcoords="offset points",
-                        ha="left" if right else "right", va="center", fontsize=7.5,
+            room = math.log(piece.low / edges[0]) < 0.8 * math.log(edges[-1] / edges[0])
+            ax.annotate(format_size(piece.low, iec=True), (piece.low, level_index),
+                        xytext=(6 if room else -6, 0), textcoords="offset points",
+                        ha="left" if room else "right", va="center", fontsize=7.5,
                         bbox={"boxstyle": "round,pad=0.15", "facecolor": "white",
                               "edgecolor": "none", "alpha": 0.9})
     ax.set_xlim(edges[0], edges[-1])

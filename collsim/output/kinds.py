@@ -8,13 +8,14 @@ from __future__ import annotations
 # imports choice_map from collsim/output/choice_map.py).
 FIGURE_KINDS: dict[str, str] = {
     "time_vs_size": "completion time against message size, log-log, closed form dashed",
-    "busbw_vs_size": "bus bandwidth (nccl-tests' definition) against message size",
-    "crossover_map": "ranks x size, each cell shaded and hatched by the fastest algorithm, "
-                     "with the interpolated crossover sizes marked",
+    "busbw_vs_size": "bus bandwidth (nccl-tests' definition) against message size, log where "
+                     "it spans decades, auto's pick as a band in the picked algorithm's colour",
+    "crossover_map": "ranks x size, shaded and hatched by the fastest algorithm between the "
+                     "interpolated crossover sizes, which are marked",
     "time_vs_ranks": "completion time against ranks at a few sizes (scaling)",
     "speedup": "time of a baseline algorithm divided by each other algorithm's time",
-    "choice_map": "ranks x size, each cell shaded by the algorithm and protocol auto (NCCL's "
-                  "choice) runs there",
+    "choice_map": "ranks x size, each cell coloured by the algorithm and hatched by the "
+                  "protocol auto (NCCL's choice) runs there",
 }
 # What a scenario without a figures: key, and a table without a run.json, get first.
 DEFAULT_FIGURES = ("time_vs_size", "busbw_vs_size")

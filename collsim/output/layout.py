@@ -69,7 +69,7 @@ def spread(values: Sequence[Any], most: int) -> list[Any]:
 def value_label(column: str, value: Any) -> str:
     """How a value reads in a legend or a panel title."""
     if column == "size_bytes":
-        return f"size {format_size(value)}"
+        return f"size {format_size(value, iec=True)}"
     if column == "ranks":
         return f"{value} ranks"
     if column in ("algorithm", "topology", "collective"):

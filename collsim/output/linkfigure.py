@@ -30,7 +30,7 @@ def link_figure(loads: list[LinkLoad], span_s: float, path: str | Path, title: s
             average.append(100 * load.average_utilisation(span_s))
             peak.append(100 * load.peak_utilisation)
             colours.append(palette.get(name, "#757575"))
-    figure, axes = plt.subplots(figsize=(8, 0.28 * len(labels) + 1.2))
+    figure, axes = plt.subplots(figsize=(8, 0.28 * len(labels) + 1.4), layout="constrained")
     rows = range(len(labels))
     axes.barh(rows, peak, color="none", edgecolor=colours, label="peak")
     axes.barh(rows, average, color=colours, label="average over the run")
@@ -39,8 +39,8 @@ def link_figure(loads: list[LinkLoad], span_s: float, path: str | Path, title: s
     axes.set_xlabel("utilisation (%)")
     axes.set_xlim(0, 105)
     axes.set_title(title or "busiest directed links per kind", fontsize=9)
-    axes.legend(fontsize=7, loc="lower right")
-    figure.tight_layout()
+    figure.legend(*axes.get_legend_handles_labels(), fontsize=7, ncols=2, frameon=False,
+                  loc="outside lower center")   # under the bars, never over them
     replace_with(path, lambda temporary: figure.savefig(temporary, dpi=110,
                                                       format=Path(path).suffix[1:] or None))
     plt.close(figure)

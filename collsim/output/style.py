@@ -1,7 +1,7 @@
 """One look for every figure: colours safe for colour-blind readers, a distinct marker (and,
 on crossover maps, hatching) per series so a black-and-white print still tells them apart,
-size ticks as 1K/1M/1G, time ticks with their unit, and files that do not change from one run
-to the next (no dates in SVG or PDF)."""
+size ticks in binary units (1 KiB, 1 MiB), time ticks with their unit, and files that do not
+change from one run to the next (no dates in SVG or PDF)."""
 
 from __future__ import annotations
 
@@ -122,8 +122,36 @@ def size_axis(ax: Axes, values: Sequence[float], axis: str = "x") -> None:
     target = ax.xaxis if axis == "x" else ax.yaxis
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
     target.set_major_locator(FixedLocator(power_of_two_ticks(min(values), max(values))))
-    target.set_major_formatter(FuncFormatter(lambda v, _: format_size(v)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: format_size(v, iec=True)))
     target.set_minor_locator(NullLocator())
+
+
+DECADES_FOR_LOG = 2  # values spanning more than 100x get a log axis
+
+
+def spans_decades(values: Sequence[float]) -> bool:
+    """Whether the positive values span more than ``DECADES_FOR_LOG`` decades."""
+    positive = [v for v in values if v > 0 and math.isfinite(v)]
+    return bool(positive) and max(positive) / min(positive) > 10**DECADES_FOR_LOG
+
+
+def plain_number(value: float) -> str:
+    """A tick value without an exponent: 0.00001, 0.5, 1000."""
+    return f"{value:.10f}".rstrip("0").rstrip(".")
+
+
+def bandwidth_axis(ax: Axes, values: Sequence[float]) -> None:
+    """A y axis of bandwidths: logarithmic when the positive values span more than
+    ``DECADES_FOR_LOG`` decades (a linear one would flatten the small ones to zero), else
+    linear from zero, so that heights compare."""
+    if spans_decades(values):
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: plain_number(v)))
+        ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    else:
+        ax.set_ylim(bottom=0)
 
 
 def ranks_axis(ax: Axes, values: Sequence[int]) -> None:
