@@ -21,6 +21,7 @@ MAX_VALUE_CHARS = 256 << 20  # one value larger than this is not a trace (and wo
 STREAMED_KEY = "traceEvents"
 
 _SPACE = re.compile(r"[ \t\n\r]*")
+_NEXT_ITEM = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 
 
@@ -88,6 +89,13 @@ class _Cursor:
 
     def value(self) -> Any:
         """Decode the next JSON value, reading more text until it is whole."""
+        try:  # the fast path: a whole value right here
+            value, end = _DECODER.raw_decode(self.buf, self.pos)
+            if end < len(self.buf):
+                self.pos = end
+                return value
+        except json.JSONDecodeError:
+            pass
         self.peek()
         while True:
             try:
@@ -131,7 +139,12 @@ def stream_trace(path: Path, name: str) -> Iterator[tuple[str, Any]]:
                 else:
                     while True:
                         yield key, cursor.value()
-                        if cursor.expect(",]", "',' or ']' in traceEvents") == "]":
+                        step = _NEXT_ITEM.match(cursor.buf, cursor.pos)
+                        if step and step.end() < len(cursor.buf):
+                            cursor.pos = step.end()
+                            if step.group(1) == "]":
+                                break
+                        elif cursor.expect(",]", "',' or ']' in traceEvents") == "]":
                             break
             else:
                 yield key, cursor.value()
