@@ -323,3 +323,26 @@ def test_a_bad_distributed_info_field_is_refused_naming_it(tmp_path):
 def test_an_empty_folder_and_a_missing_path_are_refused(tmp_path):
     _refused(tmp_path, "no trace")
     _refused(tmp_path / "nowhere", "no such file")
+
+
+def test_the_benchmarks_synthetic_nccl_traces_read_as_written(tmp_path):
+    """benchmarks/trace_read.py's traces: per step an allgather and a reduce-scatter on the
+    rank's 8-rank group (record_param_comms names it) and an allreduce on the world."""
+    import sys
+    sys.path.insert(0, str(TRACES.parents[2] / "benchmarks"))
+    import trace_read
+
+    world, steps, bf16 = 16, 3, 2
+    for rank in range(world):
+        trace_read.write_rank(tmp_path / f"rank{rank}.json", rank, world, steps)
+    trace = read_trace(tmp_path)
+    assert trace.backend == "nccl" and len(trace.groups) == 1 + world // trace_read.DP
+    for rank, calls in trace.calls.items():
+        dp = str(1 + rank // trace_read.DP)
+        assert [(c.collective, c.size_bytes, c.group) for c in calls] == [
+            ("allgather", 4096 * 8 * bf16, dp), ("reducescatter", 4096 * 8 * bf16, dp),
+            ("allreduce", 65536 * bf16, "0")] * steps
+        assert all(c.stream == 20 and c.duration_us == 120.0 for c in calls)
+        assert len(trace.compute[rank]) == steps and all(
+            s.stream == 7 and s.name == f"{3 * trace_read.LAYERS} kernels"
+            for s in trace.compute[rank])
