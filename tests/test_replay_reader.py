@@ -86,11 +86,14 @@ def test_moe_all_to_all_has_the_recorded_splits_and_every_other_collective_its_s
     trace = read_trace(TRACES / "moe")
     n, hidden, splits = record.MOE_RANKS, record.MOE_HIDDEN, record.MOE_SPLITS
     itemsize = {"float32": 4, "bfloat16": 2, "int64": 8, "": 0}
-    gathered = {"all_gather_into_tensor", "all_gather", "gather", "scatter"}
+    gathered = {"all_gather_into_tensor", "all_gather", "gather", "scatter",
+                "functional_all_gather"}
     collsim_name = {"broadcast": "broadcast", "reduce": "reduce", "barrier": "barrier",
                     "all_gather_into_tensor": "allgather", "all_gather": "allgather",
                     "reduce_scatter_tensor": "reducescatter", "gather": "gather",
-                    "scatter": "scatter"}
+                    "scatter": "scatter", "functional_all_reduce": "allreduce",
+                    "functional_all_gather": "allgather",
+                    "functional_reduce_scatter": "reducescatter"}
     for rank, calls in trace.calls.items():
         sends = tuple(s * hidden for s in splits[rank])
         receives = tuple(splits[j][rank] * hidden for j in range(n))
@@ -103,7 +106,7 @@ def test_moe_all_to_all_has_the_recorded_splits_and_every_other_collective_its_s
         expected = []
         for name, count, dtype in record.MOE_EXTRA_CALLS:
             per_rank = count * n if name in gathered else count
-            if name == "reduce_scatter_tensor":
+            if name in ("reduce_scatter_tensor", "functional_reduce_scatter"):
                 per_rank = count * n  # its input, the whole buffer
             expected.append((collsim_name[name], per_rank * itemsize[dtype], dtype))
         assert [(c.collective, c.size_bytes, c.dtype) for c in rest] == expected

@@ -203,6 +203,8 @@ def _op_call(rf: RankFile, e: dict, number: int) -> RawCall:
         call.row = count // rows if rows else 1
         if call.in_splits:
             group_size = len(call.in_splits)
+    if kind.group_size_arg is not None:
+        group_size = _concrete_int(rf, args, kind.group_size_arg, event) or group_size
     if name.startswith("_c10d_functional::"):
         concrete = args.get("Concrete Inputs") or []
         if concrete and concrete[-1]:
