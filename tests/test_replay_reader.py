@@ -349,3 +349,29 @@ def test_the_benchmarks_synthetic_nccl_traces_read_as_written(tmp_path):
         assert len(trace.compute[rank]) == steps and all(
             s.stream == 7 and s.name == f"{3 * trace_read.LAYERS} kernels"
             for s in trace.compute[rank])
+
+
+def test_a_send_without_its_receive_is_refused_naming_both_ranks(tmp_path):
+    folder = _copy("pipeline", tmp_path / "t")
+
+    def drop_sends(doc):
+        doc["traceEvents"] = [e for e in doc["traceEvents"]
+                              if e.get("name") not in ("c10d::send", "gloo:send")]
+    _edit(folder / "rank3.json.gz", drop_sends)
+    _refused(folder, "rank 3", "rank3.json.gz", "sends 0 messages to rank 1",
+             "rank1.json.gz", "receives 2")
+
+
+def test_ranks_whose_unnamed_group_calls_cannot_match_are_refused(tmp_path):
+    """On gloo traces a mismatch shows while groups are worked out: every candidate group
+    of the call is named, with both ranks' files."""
+    folder = _copy("pipeline", tmp_path / "t")
+
+    def grow(doc):
+        for e in doc["traceEvents"]:
+            if e.get("name") == "c10d::allreduce_":
+                e["args"]["Input Dims"][0] = [[1000]]
+                return
+    _edit(folder / "rank2.json.gz", grow)
+    _refused(folder, "do not match up", "rank2.json.gz", "rank3.json.gz",
+             "allreduce of 1000 elements", "allreduce of 264 elements")

@@ -184,17 +184,14 @@ def _check_p2p(files: Mapping[int, RankFile], name: str, group: ProcessGroup) ->
             peer = group.ranks[call.root]
             src, dst = (r, peer) if call.collective == "send" else (peer, r)
             flows.setdefault((src, dst, call.collective), []).append(call)
-    for (src, dst, kind), calls in flows.items():
-        if kind != "send":
-            continue
-        recvs = flows.get((src, dst, "recv"), [])
-        sizes = [(c.local_elements, c.dtype) for c in calls]
-        got = [(c.local_elements, c.dtype) for c in recvs]
+    for src, dst in sorted({(src, dst) for src, dst, _ in flows}):
+        sizes = [(c.local_elements, c.dtype) for c in flows.get((src, dst, "send"), [])]
+        got = [(c.local_elements, c.dtype) for c in flows.get((src, dst, "recv"), [])]
         if sizes != got:
             raise InputError(
-                f"rank {src} sends {len(sizes)} messages to rank {dst} on process group "
-                f"{name!r} ({sizes[:3]}...), but rank {dst} receives {len(got)} from it "
-                f"({got[:3]}...)", file=files[dst].name if dst in files else None,
+                f"rank {src} ({files[src].name}) sends {len(sizes)} messages to rank {dst} "
+                f"on process group {name!r} (elements, dtype: {sizes[:3]}), but rank {dst} "
+                f"receives {len(got)} from it ({got[:3]})", file=files[dst].name,
                 key="traceEvents")
 
 
