@@ -110,6 +110,8 @@ def test_moe_all_to_all_has_the_recorded_splits_and_every_other_collective_its_s
                 per_rank = count * n  # its input, the whole buffer
             expected.append((collsim_name[name], per_rank * itemsize[dtype], dtype))
         assert [(c.collective, c.size_bytes, c.dtype) for c in rest] == expected
+        roots = {"broadcast": 1, "reduce": 0, "gather": 0, "scatter": 0}  # as record.py calls
+        assert {c.collective: c.root for c in rest if c.root is not None} == roots
         assert [c.index for c in calls] == list(range(len(calls)))
 
 

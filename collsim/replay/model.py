@@ -29,7 +29,8 @@ class TracedCall:
     ``size_bytes`` follows collsim's convention (docs/design.md), as nccl-tests' size column:
     the per-rank buffer for allreduce, broadcast, reduce and alltoall, the whole gathered buffer
     for allgather, reducescatter, gather and scatter, the message for send and recv, 0 for a
-    barrier."""
+    barrier. An alltoall's is this rank's input, which differs between ranks whose splits
+    are uneven."""
 
     rank: int  # global rank that issued it
     index: int  # its position among this rank's calls (0, 1, ...)
@@ -44,6 +45,7 @@ class TracedCall:
     out_split_sizes: tuple[int, ...] = ()
     sequence: int | None = None  # the trace's sequence number within its group, where present
     peer: int | None = None  # send/recv: the global rank at the other end, where the trace says
+    root: int | None = None  # broadcast/reduce/gather/scatter: the root's global rank, where given
 
 
 @dataclass(frozen=True, slots=True)

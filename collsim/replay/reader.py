@@ -97,16 +97,19 @@ def _traced_calls(rf: RankFile, groups: dict[str, ProcessGroup]) -> tuple[Traced
     out = []
     for index, call in enumerate(rf.calls):
         group = groups[call.group]
-        peer = None
-        if call.collective in ("send", "recv") and call.root is not None:
-            peer = group.ranks[call.root]
+        peer = root = None
+        if call.root is not None:
+            if call.collective in ("send", "recv"):
+                peer = group.ranks[call.root]
+            else:
+                root = group.ranks[call.root]
         out.append(TracedCall(
             rank=rf.rank, index=index, collective=call.collective,
             size_bytes=_size_bytes(call, group), dtype=call.dtype, group=call.group,
             start_us=call.start_us, duration_us=call.duration_us, stream=call.stream,
             in_split_sizes=tuple(s * call.row for s in call.in_splits),
             out_split_sizes=tuple(s * call.row for s in call.out_splits),
-            sequence=call.sequence, peer=peer))
+            sequence=call.sequence, peer=peer, root=root))
     return tuple(out)
 
 
