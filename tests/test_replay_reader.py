@@ -365,8 +365,8 @@ def test_a_send_without_its_receive_is_refused_naming_both_ranks(tmp_path):
 
 
 def test_ranks_whose_unnamed_group_calls_cannot_match_are_refused(tmp_path):
-    """On gloo traces a mismatch shows while groups are worked out: every candidate group
-    of the call is named, with both ranks' files."""
+    """On gloo traces, calls that match no other rank's go to their smallest group, whose
+    members then disagree."""
     folder = _copy("pipeline", tmp_path / "t")
 
     def grow(doc):
@@ -375,5 +375,5 @@ def test_ranks_whose_unnamed_group_calls_cannot_match_are_refused(tmp_path):
                 e["args"]["Input Dims"][0] = [[1000]]
                 return
     _edit(folder / "rank2.json.gz", grow)
-    _refused(folder, "do not match up", "rank2.json.gz", "rank3.json.gz",
-             "allreduce of 1000 elements", "allreduce of 264 elements")
+    _refused(folder, "on process group '2' differs between ranks", "rank2.json.gz",
+             "rank3.json.gz", "allreduce of 1000 elements", "allreduce of 264 elements")

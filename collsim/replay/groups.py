@@ -7,7 +7,8 @@ fits it (its size for gathered buffers and all-to-all splits, its root or peer);
 that, the group whose worker thread ran it (gloo gives each group its own threads) where
 another call already tied that thread to a group; failing that, the one whose members all
 issue a matching call next, the smallest such group when several do (the trace cannot tell
-two-rank data-parallel allreduces from one of the same size on all ranks)."""
+two-rank data-parallel allreduces from one of the same size on all ranks); failing that,
+the smallest group that fits."""
 
 from __future__ import annotations
 
@@ -136,14 +137,12 @@ def _match_heads(files: Mapping[int, RankFile], groups: Mapping[str, ProcessGrou
         for rank in seqs:
             while pos[rank] < len(seqs[rank]) and advance(rank):
                 progress = True
-    stuck = [r for r in seqs if pos[r] < len(seqs[r])]
-    if stuck:
-        lines = [f"rank {r} ({files[r].name}) call {pos[r]}: {seqs[r][pos[r]].event}, "
-                 f"{_describe(seqs[r][pos[r]])}, on one of groups "
-                 f"{list(seqs[r][pos[r]].candidates)}" for r in stuck[:4]]
-        raise InputError("the ranks' calls do not match up (a group's members must issue the "
-                         "same collectives in the same order):\n  " + "\n  ".join(lines),
-                         file=files[stuck[0]].name, key="traceEvents")
+    # Past a point where no rank's next call matches (async calls on different groups
+    # issued in different orders), each call left keeps its smallest candidate group, and
+    # check_agreement says whether the members agree.
+    for rank, calls in seqs.items():
+        for call in calls[pos[rank]:]:
+            call.candidates = call.candidates[:1]
 
 
 def check_agreement(files: Mapping[int, RankFile], groups: Mapping[str, ProcessGroup]) -> None:
