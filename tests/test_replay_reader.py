@@ -377,3 +377,27 @@ def test_ranks_whose_unnamed_group_calls_cannot_match_are_refused(tmp_path):
     _edit(folder / "rank2.json.gz", grow)
     _refused(folder, "on process group '2' differs between ranks", "rank2.json.gz",
              "rank3.json.gz", "allreduce of 1000 elements", "allreduce of 264 elements")
+
+
+def test_a_trace_is_streamed_in_far_less_memory_than_its_size(tmp_path):
+    """One rank's file of about 8 MB goes through in a window of text: the peak of Python
+    allocations stays under a third of the file (decoding it whole would take several
+    times the file)."""
+    import sys
+    import tracemalloc
+
+    from collsim.replay.jsonstream import stream_trace
+    sys.path.insert(0, str(TRACES.parents[2] / "benchmarks"))
+    import trace_read
+
+    path = tmp_path / "rank0.json"
+    trace_read.write_rank(path, 0, trace_read.DP, 300)
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        events = sum(1 for key, _ in stream_trace(path, "rank0") if key == "traceEvents")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert size > 7e6 and events == 300 * (6 * trace_read.LAYERS + 9)
+    assert peak < size / 3, (peak, size)

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from collsim.errors import InputError
 
-CHUNK_CHARS = 1 << 20  # text read per refill
+CHUNK_CHARS = 1 << 18  # text read per refill
 MAX_VALUE_CHARS = 256 << 20  # one value larger than this is not a trace (and would not fit)
 STREAMED_KEY = "traceEvents"
 
@@ -62,11 +62,9 @@ class _Cursor:
         if not chunk:
             self.eof = True
             return False
-        if self.pos > CHUNK_CHARS:
-            self.consumed += self.pos
-            self.buf = self.buf[self.pos:]
-            self.pos = 0
-        self.buf += chunk
+        self.consumed += self.pos
+        self.buf = self.buf[self.pos:] + chunk  # keep only what is not consumed yet
+        self.pos = 0
         return True
 
     def peek(self) -> str:
