@@ -102,7 +102,10 @@ def resolve_groups(files: Mapping[int, RankFile], groups: Mapping[str, ProcessGr
 
 
 def _same(a: RawCall, b: RawCall) -> bool:
+    """The same collective on two members: kind, dtype (where known), root, and size (an
+    all-to-all's per-rank sizes may differ)."""
     return (a.collective == b.collective and (a.dtype == b.dtype or "" in (a.dtype, b.dtype))
+            and a.root == b.root
             and (a.collective == "alltoall"
                  or (a.local_elements, a.rule) == (b.local_elements, b.rule)))
 
@@ -110,7 +113,8 @@ def _same(a: RawCall, b: RawCall) -> bool:
 def _describe(call: RawCall) -> str:
     size = f"{call.local_elements} elements" + (" per rank" if call.rule == "times_group"
                                                  else "")
-    return f"{call.collective} of {size} {call.dtype}".rstrip()
+    root = f" from root {call.root}" if call.root is not None else ""
+    return f"{call.collective} of {size} {call.dtype}".rstrip() + root
 
 
 def _match_heads(files: Mapping[int, RankFile], groups: Mapping[str, ProcessGroup]) -> None:
