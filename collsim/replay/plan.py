@@ -105,7 +105,10 @@ def build_plan(trace: Trace, algorithms: Mapping[str, str] | None = None) -> Rep
     run them with (the rest: :data:`DEFAULT_ALGORITHMS`)."""
     chosen = {**DEFAULT_ALGORITHMS, **(algorithms or {})}
     for collective, name in sorted(chosen.items()):
-        get_algorithm(collective, name)  # an InputError names the known ones
+        try:
+            get_algorithm(collective, name)
+        except InputError as exc:  # it names the known collectives or algorithms
+            raise InputError(exc.message, key=f"--param {collective}") from None
     calls = _match_calls(trace, chosen)
     tasks: list[list[Task]] = []
     sources: list[list[Source]] = []

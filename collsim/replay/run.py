@@ -10,7 +10,6 @@ from typing import Any
 
 import simpy
 
-from collsim.engine.recording import Recorder, RecordingFabric
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
 from collsim.replay.plan import ReplayPlan
@@ -29,19 +28,16 @@ class Replayed:
     topology: Topology
 
 
-def replay(plan: ReplayPlan, topology: Topology, record: bool = False,
+def replay(plan: ReplayPlan, topology: Topology,
            observe: Callable[[Any], None] | None = None) -> Replayed:
-    """Run ``plan`` with rank r on GPU r of ``topology``; ``record`` keeps every call's
-    steps (for a trace file); ``observe(simulation)`` is called before the run (progress)."""
+    """Run ``plan`` with rank r on GPU r of ``topology``; ``observe(simulation)`` is called
+    before the run (a progress line reads its clock)."""
     if plan.world > topology.gpus:
         raise InputError(f"the trace has {plan.world} ranks; topology '{topology.name}' has "
                          f"{topology.gpus} GPUs (a cluster takes --set nodes=N)",
                          key="--topology")
     env = simpy.Environment()
-    if record:
-        service = SharedFabric(env, topology, fabric=RecordingFabric, recorder=Recorder(env))
-    else:
-        service = SharedFabric(env, topology)
+    service = SharedFabric(env, topology)
     if observe is not None:
         observe(service.simulation)
     starts = Noise(offsets=tuple((rank, plan.offset(rank)) for rank in range(plan.world)

@@ -52,30 +52,33 @@ def data_parallel_groups(trace: Trace) -> list[ProcessGroup]:
     by_ranks: dict[frozenset[int], ProcessGroup] = {}
     for group in trace.groups.values():
         by_ranks.setdefault(frozenset(group.ranks), group)
-    families: dict[int, list[ProcessGroup]] = {}
+    # A family: the groups of one size and one description (tensor and data groups may be
+    # the same size); a family that partitions the world is a candidate.
+    families: dict[tuple[int, str], list[ProcessGroup]] = {}
     for members, group in by_ranks.items():
-        families.setdefault(len(members), []).append(group)
-    partitions = {size: sorted(groups, key=lambda g: min(g.ranks))
-                  for size, groups in families.items()
-                  if size > 1 and size * len(groups) == len(world)
+        families.setdefault((len(members), group.description), []).append(group)
+    partitions = {key: sorted(groups, key=lambda g: min(g.ranks))
+                  for key, groups in families.items()
+                  if key[0] > 1 and key[0] * len(groups) == len(world)
                   and set().union(*(set(g.ranks) for g in groups)) == world}
     if not partitions:
         raise InputError("no process groups partition the ranks, so none can be the "
                          "data-parallel ones to grow", key="--scale-out")
-    named = {size: groups for size, groups in partitions.items()
-             if any(word in g.description.lower().split("_") + [g.description.lower()]
-                    for g in groups for word in DP_WORDS)}
+    named = [groups for (_, description), groups in partitions.items()
+             if set(description.lower().replace("-", "_").split("_")) & set(DP_WORDS)]
     if len(named) == 1:
-        return next(iter(named.values()))
-    inner = {size: groups for size, groups in partitions.items() if size < len(world)}
+        return named[0]
+    inner = [groups for (size, _), groups in partitions.items() if size < len(world)]
     if not inner:
-        return partitions[len(world)]
-    if len(inner) == 1 and len(world) not in partitions:
-        return next(iter(inner.values()))
-    sizes = ", ".join(str(size) for size in sorted(partitions))
-    raise InputError(f"more than one family of process groups partitions the ranks (groups "
-                     f"of {sizes}) and none is described as data-parallel (pg_desc with "
-                     f"'dp'), so the data-parallel one is ambiguous", key="--scale-out")
+        return next(iter(partitions.values()))
+    if len(inner) == 1 and not named:
+        return inner[0]
+    shown = "; ".join(f"{len(groups)} groups of {size} ({description or 'no description'})"
+                      for (size, description), groups in sorted(partitions.items()))
+    raise InputError(f"more than one family of process groups partitions the ranks ({shown}) "
+                     f"and not exactly one is described as data-parallel (a pg_desc with "
+                     f"{', '.join(DP_WORDS)}), so which to grow is ambiguous",
+                     key="--scale-out")
 
 
 def scale_out(trace: Trace, ranks: int) -> Trace:
