@@ -40,6 +40,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="grow data parallelism to N ranks: the data-parallel groups "
                              "(named dp, or the partition of the ranks; the world if alone) "
                              "repeated, each call keeping its size")
+    parser.add_argument("--isolated", action="store_true",
+                        help="time each call alone on the machine (no contention between "
+                             "calls; each distinct call simulated once: faster at scale)")
     parser.add_argument("--calls", type=int, default=40, metavar="N",
                         help="rows of the per-call table (default 40; 0: none)")
     parser.add_argument("--trace", dest="out_trace", metavar="OUT.json",
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     topology = _machine(args, trace, overrides)
     plan = build_plan(trace, algorithms)
     with Watch() as watch:
-        replayed = replay(plan, topology, observe=watch)
+        replayed = replay(plan, topology, args.isolated, observe=watch)
     result = build_result(replayed, args.trace, traced_ranks)
     if args.out_trace:
         from collsim.replay.tracing import replay_trace
