@@ -47,6 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="rows of the per-call table (default 40; 0: none)")
     parser.add_argument("--trace", dest="out_trace", metavar="OUT.json",
                         help="write measured and simulated tracks side by side (Perfetto)")
+    parser.add_argument("--figure", metavar="OUT.png",
+                        help="draw the first ranks' timelines, measured above simulated, and "
+                             "every call's simulated time against its measured one")
     parser.add_argument("--json", action="store_true",
                         help="print the summary and one record per call as JSON")
     parser.set_defaults(func=run)
@@ -83,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
         from collsim.replay.tracing import replay_trace
         replay_trace(replayed).write(args.out_trace, info={
             "trace": args.trace, "topology": topology.name, "ranks": plan.world})
+    if args.figure:
+        from collsim.replay.figure import replay_figure
+        replay_figure(replayed, result, args.figure)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:
