@@ -57,9 +57,11 @@ def run(trace: Trace, topology=SWITCH, **kwargs):
     return build_result(replay(build_plan(trace, **kwargs), topology), "test")
 
 
-def test_step_is_compute_plus_the_closed_form_allreduce():
+@pytest.mark.parametrize("isolated", [False, True])
+def test_step_is_compute_plus_the_closed_form_allreduce(isolated):
     size = 64 * 2**20
-    result = run(compute_then_allreduce(size))
+    result = build_result(replay(build_plan(compute_then_allreduce(size)), SWITCH, isolated),
+                          "test")
     assert result.simulated.step_s == pytest.approx(1e-3 + ring_allreduce(2, size),
                                                     rel=1e-12)
     assert result.simulated.compute_s == pytest.approx(1e-3)
@@ -210,9 +212,10 @@ def test_cli_json_has_the_summary_and_every_call(traced, capsys):
         "rank", "index", "group", "collective", "bytes", "measured_us", "simulated_us"}] * 2
 
 
-def test_cli_own_machine_table_and_perfetto_trace(traced, capsys, tmp_path):
-    path = tmp_path / "out.json"
-    assert main(["replay", "job/", "--trace", str(path)]) == 0
+def test_cli_own_machine_table_perfetto_trace_and_figure(traced, capsys, tmp_path):
+    path, figure = tmp_path / "out.json", tmp_path / "replay.png"
+    assert main(["replay", "job/", "--trace", str(path), "--figure", str(figure)]) == 0
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = capsys.readouterr().out
     assert "on traced-cpu-2" in text and "ratio" in text and "every call of every rank" in text
     events = json.loads(path.read_text())["traceEvents"]
