@@ -17,6 +17,7 @@ and receives by their two ends and their position among that pair's messages.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 
@@ -167,7 +168,14 @@ def _match_calls(trace: Trace, algorithms: Mapping[str, str]
     for key, count in seen.items():
         if count != len(calls_by_key[key].group):
             _missing_member(trace, first[key], calls_by_key[key])
-    return out
+    # An all-to-all with uneven splits gives each member its own buffer: the engine's is
+    # even, so the call moves the largest member's buffer (it ends when that one has).
+    largest: dict[Hashable, int] = {}
+    for call in out.values():
+        if call.collective == "alltoall":
+            largest[call.key] = max(largest.get(call.key, 0), call.size)
+    return {where: dataclasses.replace(call, size=largest[call.key])
+            if call.key in largest else call for where, call in out.items()}
 
 
 def _p2p(trace: Trace, traced: TracedCall, counters: dict[Hashable, int]) -> Call:
@@ -193,7 +201,9 @@ def _check_agree(trace: Trace, one: TracedCall, other: TracedCall) -> None:
                 f"{other.index} are one message of {one.size_bytes} B and "
                 f"{other.size_bytes} B", file=_where(trace, other), key="size")
         return
-    if (one.collective, one.size_bytes) != (other.collective, other.size_bytes):
+    uneven = one.collective == "alltoall"  # all-to-all(v): each member its own splits
+    if one.collective != other.collective or (
+            not uneven and one.size_bytes != other.size_bytes):
         raise InputError(
             f"call {other.index} is rank {other.rank}'s part of a call in group "
             f"{other.group!r} that rank {one.rank} issued as {one.collective} of "
