@@ -112,6 +112,20 @@ def test_cpu_calls_wait_for_the_compute_before_them_and_a_late_rank():
     assert timeline.start[0][2] == pytest.approx(end)
 
 
+def test_a_cpu_trace_keeps_the_time_it_recorded_nothing_and_a_gpu_trace_does_not():
+    """100 us of compute, 200 us with no event, then the allreduce: on CPU the 200 us are
+    the rank's own untraced work (host), kept; on a GPU stream they are idle, dropped."""
+    size = 2**20
+    for backend, stream, host in (("gloo", None, 200e-6), ("nccl", 5, 0.0)):
+        trace = make_trace({r: [call(r, 0, 300.0, 50.0, size, stream=stream)] for r in range(2)},
+                           {r: [span(r, 0.0, 100.0, stream)] for r in range(2)},
+                           backend=backend)
+        result = run(trace)
+        assert result.simulated.step_s == pytest.approx(100e-6 + host + ring_allreduce(2, size))
+        assert result.simulated.compute_s == pytest.approx(100e-6 + host)
+        assert result.measured.compute_s == pytest.approx(100e-6 + host)
+
+
 def test_calls_match_by_group_and_order_and_must_agree():
     calls = {0: [call(0, 0, 0.0, 10.0, 2**20)], 1: [call(1, 0, 0.0, 10.0, 2**21)]}
     with pytest.raises(InputError, match="do not match") as caught:
@@ -160,8 +174,9 @@ def test_scale_out_grows_data_parallel_groups_and_keeps_call_sizes():
             if c.group in dp_groups} == {2**23}
     result = run(grown)
     assert result.ranks == 16 and len(result.calls) == 32
-    # Compute, then the tensor allreduce (2 ranks), then the data-parallel one (8 ranks).
-    step = 10e-6 + ring_allreduce(2, 2**20) + ring_allreduce(8, 2**23)
+    # Compute, the tensor allreduce (2 ranks), the 5 us the CPU trace shows nothing between
+    # the calls (host time, kept), then the data-parallel allreduce (8 ranks).
+    step = 10e-6 + ring_allreduce(2, 2**20) + 5e-6 + ring_allreduce(8, 2**23)
     assert result.simulated.step_s == pytest.approx(step, rel=1e-9)
 
 

@@ -40,6 +40,7 @@ P2P = ("broadcast", "binomial")
 # Measured events this close (microseconds) count as one after the other, not overlapping:
 # the reader's compute spans end exactly where calls start, up to the clock's rounding.
 TOUCH_US = 0.5
+HOST = "host"  # a CPU trace's untraced stretches between its events (see _host_spans)
 
 
 @dataclass(frozen=True)
@@ -256,13 +257,32 @@ def _merged(spans: tuple[ComputeSpan, ...]) -> list[ComputeSpan]:
     return out
 
 
+def _host_spans(rank: int, compute: list[ComputeSpan], calls: tuple[TracedCall, ...]
+                ) -> list[ComputeSpan]:
+    """A CPU trace's stretches where the rank ran nothing the trace records (Python between
+    ops, the data loader): its own work all the same, replayed as compute named ``host``."""
+    spans = sorted((item.start_us, item.start_us + item.duration_us)
+                   for item in (*compute, *calls))
+    out = []
+    busy_until = spans[0][1] if spans else 0.0
+    for start, end in spans[1:]:
+        if start > busy_until + TOUCH_US:
+            out.append(ComputeSpan(rank, busy_until, start - busy_until, None, HOST))
+        busy_until = max(busy_until, end)
+    return out
+
+
 def _rank_plan(trace: Trace, rank: int, calls: dict[tuple[int, int], Call]
                ) -> tuple[list[Task], list[Source]]:
     """One rank's tasks in measured order, each waiting for what it waited for."""
     items: list[tuple[float, float, int, TracedCall | ComputeSpan]] = []
-    for span in _merged(trace.compute.get(rank, ())):
+    compute = _merged(trace.compute.get(rank, ()))
+    traced_calls = trace.calls.get(rank, ())
+    if all(item.stream is None for item in (*compute, *traced_calls)):
+        compute += _host_spans(rank, compute, traced_calls)
+    for span in compute:
         items.append((span.start_us, span.duration_us, 1, span))
-    for traced in trace.calls.get(rank, ()):
+    for traced in traced_calls:
         items.append((traced.start_us, traced.duration_us, 0, traced))
     # Measured order; a call before compute that starts with it (the rank reached it first).
     items.sort(key=lambda item: (item[0], item[2], item[1]))
