@@ -4,7 +4,9 @@ scale-out and number formats, the report's JSON and trace file, bad traces exit 
 
 from __future__ import annotations
 
+import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -260,3 +262,90 @@ def test_cli_scale_out_and_bad_input_exit_2(traced, capsys):
     traced["value"] = make_trace({}, {}, backend="nccl")
     assert main(["replay", "job/"]) == 2
     assert "give one with -t" in capsys.readouterr().err
+
+
+# -- the fixtures: real PyTorch traces (gloo on CPU, tests/fixtures/traces/record.py) ------
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
+CASES = ["ddp", "fsdp", "pipeline", "moe"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_fixture_replays_on_its_own_machine_and_on_dgx_h100(case, capsys):
+    """On its own machine the replayed step is the measured one within 5% (compute and host
+    time are kept, and calls wait for late ranks as they did); every traced call of every
+    rank has a record with its measured time."""
+    from collsim.replay.reader import read_trace
+
+    trace = read_trace(FIXTURES / case)
+    traced = {(c.rank, c.index): c.duration_us for calls in trace.calls.values() for c in calls}
+    for machine in ([], ["-t", "dgx-h100"]):
+        assert main(["replay", str(FIXTURES / case), "--json", *machine]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["topology"] == ("dgx-h100" if machine else f"traced-cpu-{trace.world_size}")
+        assert {(c["rank"], c["index"]): c["measured_us"] for c in out["calls"]} == traced
+        assert all(c["simulated_us"] > 0 for c in out["calls"])
+        if not machine:
+            assert out["simulated"]["step_s"] == pytest.approx(out["measured"]["step_s"],
+                                                               rel=0.05)
+
+
+def test_pipeline_fixture_scales_out_over_its_two_data_parallel_groups(capsys):
+    """Stages {0,1} and {2,3} are the data-parallel groups; 8 ranks make each of 4; the
+    pipeline's sends are copied into each new replica."""
+    from collsim.replay.reader import read_trace
+
+    trace = read_trace(FIXTURES / "pipeline")
+    assert [g.ranks for g in data_parallel_groups(trace)] == [(0, 1), (2, 3)]
+    grown = scale_out(trace, 8)
+    allreduces = {grown.groups[c.group].ranks for calls in grown.calls.values()
+                  for c in calls if c.collective == "allreduce"}
+    assert allreduces == {(0, 1, 4, 6), (2, 3, 5, 7)}
+    sends = {(c.rank, c.peer) for calls in grown.calls.values() for c in calls
+             if c.collective == "send"}
+    assert sends == {(0, 2), (1, 3), (4, 5), (6, 7), (2, 0), (3, 1), (5, 4), (7, 6)}
+    assert main(["replay", str(FIXTURES / "pipeline"), "--scale-out", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ranks"] == 8 and out["traced_ranks"] == 4
+    assert len(out["calls"]) == 2 * sum(len(c) for c in trace.calls.values())
+
+
+def _rank_files(tmp_path: Path, case: str = "ddp") -> list[Path]:
+    """The fixture's files as plain JSON in a fresh folder."""
+    folder = tmp_path / case
+    folder.mkdir()
+    paths = []
+    for source in sorted((FIXTURES / case).glob("rank*.json.gz")):
+        path = folder / source.name.removesuffix(".gz")
+        path.write_bytes(gzip.decompress(source.read_bytes()))
+        paths.append(path)
+    return paths
+
+
+def _breaks(kind: str, paths: list[Path]) -> str:
+    """Break a copy of the ddp fixture in one way; returns the file the message must name."""
+    if kind == "truncated":
+        paths[1].write_bytes(paths[1].read_bytes()[:5000])
+        return paths[1].name
+    if kind == "wrong JSON":
+        paths[0].write_text('{"traceEvents": [1, 2,, 3]}')
+        return paths[0].name
+    if kind == "a rank missing":
+        paths[1].unlink()
+        return "world_size"
+    document = json.loads(paths[1].read_text())
+    document["distributedInfo"]["pg_config"][0]["ranks"] = [1, 0]
+    paths[1].write_text(json.dumps(document))
+    return "rank"
+
+
+@pytest.mark.parametrize("kind", ["truncated", "wrong JSON", "a rank missing",
+                                  "mismatched groups"])
+def test_bad_traces_exit_2_with_a_message_and_no_traceback(kind, tmp_path, capsys):
+    paths = _rank_files(tmp_path)
+    named = _breaks(kind, paths)
+    assert main(["replay", str(paths[0].parent)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("collsim: error: ") and "Traceback" not in captured.err
+    assert named in captured.err
