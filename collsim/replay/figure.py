@@ -40,15 +40,16 @@ def replay_figure(replayed: Replayed, result: ReplayResult, path: str | Path,
                     start = timeline.start[rank][index] * 1e3
                     width = timeline.end[rank][index] * 1e3 - start
                     fill = COMPUTE if task.call is None else colour[task.call.kind]
+                    # Calls above compute: on CPU traces they run beside it on their thread.
                     timeline_axes.barh(y, width, left=start, height=0.7, color=fill,
-                                       linewidth=0)
+                                       linewidth=0, zorder=2 if task.call is None else 3)
         timeline_axes.set_yticks(range(len(rows)), rows)
         timeline_axes.invert_yaxis()
         timeline_axes.set_xlabel("time from the trace's first event (ms)")
         timeline_axes.grid(axis="y", visible=False)
         handles = [plt.Rectangle((0, 0), 1, 1, color=COMPUTE)] + [
             plt.Rectangle((0, 0), 1, 1, color=colour[k]) for k in kinds]
-        timeline_axes.legend(handles, ["compute", *kinds], loc="upper center",
+        timeline_axes.legend(handles, ["compute (and host)", *kinds], loc="upper center",
                              bbox_to_anchor=(0.5, -0.22), ncols=min(3, len(kinds) + 1),
                              frameon=False)
         low, high = float("inf"), 0.0

@@ -116,14 +116,13 @@ def format_result(result: ReplayResult, rows: int = ROWS) -> str:
     scaled = (f", scaled out from {result.traced_ranks}" if result.ranks != result.traced_ranks
               else "")
     lines = [f"{result.trace} ({result.backend}, {result.ranks} ranks{scaled}) on "
-             f"{result.topology}",
-             f"{'per rank on average':<24}{'measured':>12}{'simulated':>12}"]
-    for label, a, b in (("step", m.step_s, s.step_s), ("compute", m.compute_s, s.compute_s),
-                        ("exposed communication", m.exposed_s, s.exposed_s),
-                        ("idle", m.idle_s, s.idle_s)):
-        lines.append(f"{label:<24}{format_time(a):>12}{format_time(b):>12}"
-                     + (f"  ({_share(b, s.step_s)} of the simulated step)"
-                        if label != "step" else ""))
+             f"{result.topology}, per rank on average:",
+             f"{'':<10}{'step':>10}{'compute':>19}{'exposed comm.':>19}{'idle':>19}"]
+    for label, part in (("measured", m), ("simulated", s)):
+        cells = [f"{format_time(value)} ({_share(value, part.step_s)})"
+                 for value in (part.compute_s, part.exposed_s, part.idle_s)]
+        lines.append(f"{label:<10}{format_time(part.step_s):>10}"
+                     + "".join(f"{cell:>19}" for cell in cells))
     if s.kinds:
         lines += ["", f"{'per rank on average':<36}{'calls':>7}{'bytes':>9}"
                       f"{'measured':>11}{'simulated':>11}{'exposed':>11}"]
