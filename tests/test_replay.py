@@ -69,6 +69,7 @@ def test_step_is_compute_plus_the_closed_form_allreduce(isolated):
     assert result.simulated.compute_s == pytest.approx(1e-3)
     assert result.simulated.exposed_s == pytest.approx(ring_allreduce(2, size), rel=1e-12)
     assert result.measured.step_s == pytest.approx(1.9e-3)
+    assert build_plan(compute_then_allreduce(size)).measured_s() == pytest.approx(1.9e-3)
     assert result.measured.exposed_s == pytest.approx(0.9e-3)
     (kind,) = result.simulated.kinds
     assert kind == "default_pg (0) allreduce"

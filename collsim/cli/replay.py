@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         trace = scale_out(trace, args.scale_out)
     topology = _machine(args, trace, overrides)
     plan = build_plan(trace, algorithms)
-    with Watch() as watch:
+    # The measured step is where the simulated clock is heading, roughly: the line's %.
+    with Watch(plan.measured_s()) as watch:
         replayed = replay(plan, topology, args.isolated, observe=watch)
     result = build_result(replayed, args.trace, traced_ranks)
     if args.out_trace:

@@ -85,6 +85,11 @@ class ReplayPlan:
     def world(self) -> int:
         return len(self.tasks)
 
+    def measured_s(self) -> float:
+        """Seconds from the trace's first event to its last, any rank."""
+        ends = [s.start_us + s.duration_us for row in self.sources for s in row]
+        return (max(ends, default=self.origin_us) - self.origin_us) * 1e-6
+
     def calls(self) -> dict[Hashable, Call]:
         """Every distinct call, by key, in the order ranks first meet them."""
         out: dict[Hashable, Call] = {}
