@@ -7,7 +7,8 @@ fits it (its size for gathered buffers and all-to-all splits, its root or peer);
 that, the group whose worker thread ran it (gloo gives each group its own threads) where
 another call already tied that thread to a group; failing that, the one whose members all
 issue a matching call next, the smallest such group when several do (the trace cannot tell
-two-rank data-parallel allreduces from one of the same size on all ranks)."""
+two-rank data-parallel allreduces from one of the same size on all ranks); failing that,
+the smallest group that fits."""
 
 from __future__ import annotations
 
@@ -101,7 +102,10 @@ def resolve_groups(files: Mapping[int, RankFile], groups: Mapping[str, ProcessGr
 
 
 def _same(a: RawCall, b: RawCall) -> bool:
+    """The same collective on two members: kind, dtype (where known), root, and size (an
+    all-to-all's per-rank sizes may differ)."""
     return (a.collective == b.collective and (a.dtype == b.dtype or "" in (a.dtype, b.dtype))
+            and a.root == b.root
             and (a.collective == "alltoall"
                  or (a.local_elements, a.rule) == (b.local_elements, b.rule)))
 
@@ -109,7 +113,8 @@ def _same(a: RawCall, b: RawCall) -> bool:
 def _describe(call: RawCall) -> str:
     size = f"{call.local_elements} elements" + (" per rank" if call.rule == "times_group"
                                                  else "")
-    return f"{call.collective} of {size} {call.dtype}".rstrip()
+    root = f" from root {call.root}" if call.root is not None else ""
+    return f"{call.collective} of {size} {call.dtype}".rstrip() + root
 
 
 def _match_heads(files: Mapping[int, RankFile], groups: Mapping[str, ProcessGroup]) -> None:
@@ -136,14 +141,12 @@ def _match_heads(files: Mapping[int, RankFile], groups: Mapping[str, ProcessGrou
         for rank in seqs:
             while pos[rank] < len(seqs[rank]) and advance(rank):
                 progress = True
-    stuck = [r for r in seqs if pos[r] < len(seqs[r])]
-    if stuck:
-        lines = [f"rank {r} ({files[r].name}) call {pos[r]}: {seqs[r][pos[r]].event}, "
-                 f"{_describe(seqs[r][pos[r]])}, on one of groups "
-                 f"{list(seqs[r][pos[r]].candidates)}" for r in stuck[:4]]
-        raise InputError("the ranks' calls do not match up (a group's members must issue the "
-                         "same collectives in the same order):\n  " + "\n  ".join(lines),
-                         file=files[stuck[0]].name, key="traceEvents")
+    # Past a point where no rank's next call matches (async calls on different groups
+    # issued in different orders), each call left keeps its smallest candidate group, and
+    # check_agreement says whether the members agree.
+    for rank, calls in seqs.items():
+        for call in calls[pos[rank]:]:
+            call.candidates = call.candidates[:1]
 
 
 def check_agreement(files: Mapping[int, RankFile], groups: Mapping[str, ProcessGroup]) -> None:
@@ -184,17 +187,14 @@ def _check_p2p(files: Mapping[int, RankFile], name: str, group: ProcessGroup) ->
             peer = group.ranks[call.root]
             src, dst = (r, peer) if call.collective == "send" else (peer, r)
             flows.setdefault((src, dst, call.collective), []).append(call)
-    for (src, dst, kind), calls in flows.items():
-        if kind != "send":
-            continue
-        recvs = flows.get((src, dst, "recv"), [])
-        sizes = [(c.local_elements, c.dtype) for c in calls]
-        got = [(c.local_elements, c.dtype) for c in recvs]
+    for src, dst in sorted({(src, dst) for src, dst, _ in flows}):
+        sizes = [(c.local_elements, c.dtype) for c in flows.get((src, dst, "send"), [])]
+        got = [(c.local_elements, c.dtype) for c in flows.get((src, dst, "recv"), [])]
         if sizes != got:
             raise InputError(
-                f"rank {src} sends {len(sizes)} messages to rank {dst} on process group "
-                f"{name!r} ({sizes[:3]}...), but rank {dst} receives {len(got)} from it "
-                f"({got[:3]}...)", file=files[dst].name if dst in files else None,
+                f"rank {src} ({files[src].name}) sends {len(sizes)} messages to rank {dst} "
+                f"on process group {name!r} (elements, dtype: {sizes[:3]}), but rank {dst} "
+                f"receives {len(got)} from it ({got[:3]})", file=files[dst].name,
                 key="traceEvents")
 
 

@@ -16,11 +16,12 @@ from typing import Any, TextIO
 
 from collsim.errors import InputError
 
-CHUNK_CHARS = 1 << 20  # text read per refill
+CHUNK_CHARS = 1 << 18  # text read per refill
 MAX_VALUE_CHARS = 256 << 20  # one value larger than this is not a trace (and would not fit)
 STREAMED_KEY = "traceEvents"
 
 _SPACE = re.compile(r"[ \t\n\r]*")
+_NEXT_ITEM = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 
 
@@ -61,11 +62,9 @@ class _Cursor:
         if not chunk:
             self.eof = True
             return False
-        if self.pos > CHUNK_CHARS:
-            self.consumed += self.pos
-            self.buf = self.buf[self.pos:]
-            self.pos = 0
-        self.buf += chunk
+        self.consumed += self.pos
+        self.buf = self.buf[self.pos:] + chunk  # keep only what is not consumed yet
+        self.pos = 0
         return True
 
     def peek(self) -> str:
@@ -88,6 +87,13 @@ class _Cursor:
 
     def value(self) -> Any:
         """Decode the next JSON value, reading more text until it is whole."""
+        try:  # the fast path: a whole value right here
+            value, end = _DECODER.raw_decode(self.buf, self.pos)
+            if end < len(self.buf):
+                self.pos = end
+                return value
+        except json.JSONDecodeError:
+            pass
         self.peek()
         while True:
             try:
@@ -131,7 +137,12 @@ def stream_trace(path: Path, name: str) -> Iterator[tuple[str, Any]]:
                 else:
                     while True:
                         yield key, cursor.value()
-                        if cursor.expect(",]", "',' or ']' in traceEvents") == "]":
+                        step = _NEXT_ITEM.match(cursor.buf, cursor.pos)
+                        if step and step.end() < len(cursor.buf):
+                            cursor.pos = step.end()
+                            if step.group(1) == "]":
+                                break
+                        elif cursor.expect(",]", "',' or ']' in traceEvents") == "]":
                             break
             else:
                 yield key, cursor.value()

@@ -13,7 +13,7 @@ TRACED_COLLECTIVES = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProcessGroup:
     """One torch.distributed process group, as the traces' distributedInfo lists it."""
 
@@ -22,14 +22,15 @@ class ProcessGroup:
     ranks: tuple[int, ...]  # global ranks, in group-rank order
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TracedCall:
     """One collective (or send/recv) one rank issued, with its measured time.
 
     ``size_bytes`` follows collsim's convention (docs/design.md), as nccl-tests' size column:
     the per-rank buffer for allreduce, broadcast, reduce and alltoall, the whole gathered buffer
     for allgather, reducescatter, gather and scatter, the message for send and recv, 0 for a
-    barrier."""
+    barrier. An alltoall's is this rank's input, which differs between ranks whose splits
+    are uneven."""
 
     rank: int  # global rank that issued it
     index: int  # its position among this rank's calls (0, 1, ...)
@@ -38,26 +39,30 @@ class TracedCall:
     dtype: str  # "float32", "bfloat16", ... ("" for a barrier)
     group: str  # ProcessGroup.name
     start_us: float  # measured start on the trace's clock (microseconds)
-    duration_us: float  # the GPU kernel where there is one, else the backend's or c10d op's span
+    duration_us: float  # the NCCL kernel on GPU traces, else gloo's event, else the c10d op
     stream: int | None  # GPU stream of its kernel; None on CPU traces
     in_split_sizes: tuple[int, ...] = ()  # alltoall(v) splits, in elements, where given
     out_split_sizes: tuple[int, ...] = ()
     sequence: int | None = None  # the trace's sequence number within its group, where present
     peer: int | None = None  # send/recv: the global rank at the other end, where the trace says
+    root: int | None = None  # broadcast/reduce/gather/scatter: the root's global rank, where given
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ComputeSpan:
-    """Work a rank did between its calls: a GPU kernel on GPU traces, else a CPU op."""
+    """The work a rank did in one gap between its calls (at most one span per gap, so a
+    trace of millions of kernels stays small): on GPU traces the compute kernels that start
+    in the gap, ``duration_us`` their busy time (overlaps counted once) from the first one's
+    start; on CPU traces the issuing thread's time outside collective ops."""
 
     rank: int
     start_us: float
     duration_us: float
-    stream: int | None  # GPU stream of the kernel; None for CPU work
-    name: str
+    stream: int | None  # the stream most of the gap's kernels ran on; None for CPU work
+    name: str  # "cpu", or "<n> kernels"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Trace:
     """A whole job: every rank's calls and compute, checked to agree between ranks."""
 

@@ -48,6 +48,7 @@ class OpKind:
     other: int | None = None
     root_arg: int | None = None  # Concrete Inputs index of a root or peer (group rank)
     splits: tuple[int, int] | None = None  # Concrete Inputs of (output, input) splits
+    group_size_arg: int | None = None  # Concrete Inputs index of the group's size
 
 
 C10D_OPS: dict[str, OpKind] = {
@@ -71,11 +72,13 @@ C10D_OPS: dict[str, OpKind] = {
     "c10d::send": OpKind("send", 0, root_arg=2),
     "c10d::recv_": OpKind("recv", 0, root_arg=2),
     "c10d::recv_any_source_": OpKind("recv", 0),
-    # functional collectives: (input, ..., group_size, group_name) as concrete inputs
+    # functional collectives: the input, scalars, and the group's name (blank on the
+    # traces PyTorch 2.14 writes); the c10d op they call runs inside them
     "_c10d_functional::all_reduce": OpKind("allreduce", 0),
     "_c10d_functional::all_reduce_": OpKind("allreduce", 0),
-    "_c10d_functional::all_gather_into_tensor": OpKind("allgather", 0, "times_group"),
-    "_c10d_functional::reduce_scatter_tensor": OpKind("reducescatter", 0),
+    "_c10d_functional::all_gather_into_tensor": OpKind("allgather", 0, "times_group",
+                                                       group_size_arg=1),
+    "_c10d_functional::reduce_scatter_tensor": OpKind("reducescatter", 0, group_size_arg=2),
     "_c10d_functional::all_to_all_single": OpKind("alltoall", 0),
     "_c10d_functional::broadcast": OpKind("broadcast", 0),
 }

@@ -25,6 +25,8 @@ from collsim.replay.ops import (
 )
 
 PAIR_WINDOW = 64  # backend spans looked at past a call for its own
+_NUMBERS = (int, float)
+_TIMED = frozenset(("cpu_op", "kernel", "user_annotation"))  # what bounds a rank's timeline
 
 
 @dataclass
@@ -201,6 +203,8 @@ def _op_call(rf: RankFile, e: dict, number: int) -> RawCall:
         call.row = count // rows if rows else 1
         if call.in_splits:
             group_size = len(call.in_splits)
+    if kind.group_size_arg is not None:
+        group_size = _concrete_int(rf, args, kind.group_size_arg, event) or group_size
     if name.startswith("_c10d_functional::"):
         concrete = args.get("Concrete Inputs") or []
         if concrete and concrete[-1]:
@@ -256,6 +260,16 @@ def _param_call(rf: RankFile, e: dict, number: int, collective: str) -> RawCall:
     return call
 
 
+def _bad_event(rf: RankFile, number: int, name: Any, ts: Any, dur: Any) -> None:
+    if not isinstance(name, str):
+        raise _fail(rf, f"event #{number}: a complete event needs a string 'name', found "
+                        f"{name!r}", "name")
+    if not isinstance(ts, int | float) or isinstance(ts, bool):
+        raise _fail(rf, f"event #{number} {name}: 'ts' must be a number, found {ts!r}", "ts")
+    raise _fail(rf, f"event #{number} {name}: 'dur' must be a number >= 0, found {dur!r}",
+                "dur")
+
+
 def read_rank_file(path: Path, name: str) -> RankFile:
     """Stream one file into a RankFile; InputError for anything not a usable trace."""
     rf = RankFile(path, name)
@@ -266,33 +280,34 @@ def read_rank_file(path: Path, name: str) -> RankFile:
     compute: list[tuple[float, float, int]] = []
     saw_events = False
     number = -1
-    for key, value in stream_trace(path, name):
-        if key == "distributedInfo":
-            _read_info(rf, value)
-            continue
-        if key in ("pytorch_version", "torch_version") and isinstance(value, str):
-            rf.pytorch_version = value
-            continue
+    first, last = float("inf"), float("-inf")
+    for key, e in stream_trace(path, name):
         if key != "traceEvents":
+            if key == "distributedInfo":
+                _read_info(rf, e)
+            elif key in ("pytorch_version", "torch_version") and isinstance(e, str):
+                rf.pytorch_version = e
             continue
         saw_events = True
         number += 1
-        e = value
-        if not isinstance(e, dict):
+        if e.__class__ is not dict:
             raise _fail(rf, f"event #{number}: expected an object, found {type(e).__name__}",
                         "traceEvents")
         if e.get("ph") != "X":
             continue
-        ev_name, ts = e.get("name"), e.get("ts")
-        if not isinstance(ev_name, str) or not isinstance(ts, int | float):
-            raise _fail(rf, f"event #{number}: a complete event needs a string 'name' and a "
-                            f"numeric 'ts'", "name" if not isinstance(ev_name, str) else "ts")
-        dur = e.get("dur", 0.0)
-        if not isinstance(dur, int | float) or dur < 0:
-            raise _fail(rf, f"event #{number} {ev_name}: 'dur' must be a number >= 0, found "
-                            f"{dur!r}", "dur")
+        ev_name, ts, dur = e.get("name"), e.get("ts"), e.get("dur", 0.0)
+        if (ev_name.__class__ is not str or ts.__class__ not in _NUMBERS
+                or dur.__class__ not in _NUMBERS or dur < 0):
+            _bad_event(rf, number, ev_name, ts, dur)
         cat = e.get("cat")
-        if ev_name in C10D_OPS:
+        if cat == "kernel":
+            stream = (e.get("args") or {}).get("stream")
+            stream = stream if stream.__class__ is int else None
+            if is_nccl_kernel(ev_name):
+                kernels.append((float(ts), float(dur), ev_name, stream))
+            else:
+                compute.append((float(ts), float(ts + dur), stream or 0))
+        elif ev_name in C10D_OPS:
             ops.append((e, number))
         elif ev_name == "record_param_comms":
             args = e.get("args")
@@ -305,16 +320,12 @@ def read_rank_file(path: Path, name: str) -> RankFile:
             types = args.get("Input type") or [""]
             backend.append((float(ts), float(dur), ev_name, e.get("tid"),
                             DTYPES.get(types[0], ("", 0))[0]))
-        elif cat == "kernel":
-            stream = (e.get("args") or {}).get("stream")
-            stream = stream if isinstance(stream, int) else None
-            if is_nccl_kernel(ev_name):
-                kernels.append((float(ts), float(dur), ev_name, stream))
-            else:
-                compute.append((float(ts), float(ts) + float(dur), stream or 0))
-        if cat in ("cpu_op", "kernel", "user_annotation") or ev_name in C10D_OPS:
-            rf.first_us = min(rf.first_us, float(ts))
-            rf.last_us = max(rf.last_us, float(ts) + float(dur))
+        if cat in _TIMED:
+            if ts < first:
+                first = ts
+            if ts + dur > last:
+                last = ts + dur
+    rf.first_us, rf.last_us = float(first), float(last)
     if not saw_events:
         raise _fail(rf, "has no traceEvents: not a PyTorch profiler trace", "traceEvents")
     if rf.rank < 0:

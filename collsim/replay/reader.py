@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import math
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from collsim.errors import InputError
@@ -39,12 +40,13 @@ def trace_files(path: str | Path) -> list[Path]:
     raise InputError("no such file or folder", file=text)
 
 
-def read_trace(path: str | Path) -> Trace:
+def read_trace(path: str | Path, progress: Callable[[int], None] | None = None) -> Trace:
     """The job in ``path``: a folder of per-rank traces, one trace file, or a glob pattern.
 
     Raises collsim.errors.InputError naming the file, event and field for bad input: a
     truncated or non-JSON file, a missing or repeated rank, groups or calls that disagree
-    between ranks."""
+    between ranks. ``progress``, where given, is called with 1 as each file is read (a
+    Progress bar's ``advance``; ``trace_files`` says how many there are)."""
     files: dict[int, RankFile] = {}
     for file in trace_files(path):
         rf = read_rank_file(file, str(file))
@@ -52,6 +54,8 @@ def read_trace(path: str | Path) -> Trace:
             raise InputError(f"rank {rf.rank} again: {files[rf.rank].name} is rank "
                              f"{rf.rank} too", file=rf.name, key="distributedInfo.rank")
         files[rf.rank] = rf
+        if progress is not None:
+            progress(1)
     first = files[min(files)]
     for rf in files.values():
         for key in ("world_size", "backend"):
@@ -93,16 +97,19 @@ def _traced_calls(rf: RankFile, groups: dict[str, ProcessGroup]) -> tuple[Traced
     out = []
     for index, call in enumerate(rf.calls):
         group = groups[call.group]
-        peer = None
-        if call.collective in ("send", "recv") and call.root is not None:
-            peer = group.ranks[call.root]
+        peer = root = None
+        if call.root is not None:
+            if call.collective in ("send", "recv"):
+                peer = group.ranks[call.root]
+            else:
+                root = group.ranks[call.root]
         out.append(TracedCall(
             rank=rf.rank, index=index, collective=call.collective,
             size_bytes=_size_bytes(call, group), dtype=call.dtype, group=call.group,
             start_us=call.start_us, duration_us=call.duration_us, stream=call.stream,
             in_split_sizes=tuple(s * call.row for s in call.in_splits),
             out_split_sizes=tuple(s * call.row for s in call.out_splits),
-            sequence=call.sequence, peer=peer))
+            sequence=call.sequence, peer=peer, root=root))
     return tuple(out)
 
 
