@@ -31,9 +31,10 @@ def ring_allreduce(p: int, n: int) -> float:
 
 def call(rank: int, index: int, start: float, duration: float, size: int = 2**20,
          group: str = "0", collective: str = "allreduce", dtype: str = "float32",
-         stream: int | None = None, peer: int | None = None) -> TracedCall:
+         stream: int | None = None, peer: int | None = None, root: int | None = None
+         ) -> TracedCall:
     return TracedCall(rank, index, collective, size, dtype, group, start, duration, stream,
-                      peer=peer)
+                      peer=peer, root=root)
 
 
 def span(rank: int, start: float, duration: float, stream: int | None = None,
@@ -137,6 +138,18 @@ def test_calls_match_by_group_and_order_and_must_agree():
     missing = {0: [call(0, 0, 0.0, 10.0), call(0, 1, 20.0, 10.0)], 1: [call(1, 0, 0.0, 10.0)]}
     with pytest.raises(InputError, match=r"call 1 of group '0' .* missing on rank\(s\) 1"):
         build_plan(make_trace(missing, {}))
+
+
+def test_a_rooted_call_keeps_the_traced_root():
+    """Group {2, 5}: a broadcast from global rank 5 is rooted at its member 1."""
+    groups = {"0": ProcessGroup("0", "default_pg", tuple(range(6))),
+              "1": ProcessGroup("1", "pair", (2, 5))}
+    calls = {r: [call(r, 0, 0.0, 10.0, 64, "1", "broadcast", root=5)] for r in (2, 5)}
+    plan = build_plan(make_trace(calls, {}, groups, world=6))
+    assert plan.tasks[2][0].call.root == 1 and plan.tasks[5][0].call.group == (2, 5)
+    calls = {r: [call(r, 0, 0.0, 10.0, 64, "1", "broadcast", root=0)] for r in (2, 5)}
+    with pytest.raises(InputError, match="root rank 0, which is not in its group"):
+        build_plan(make_trace(calls, {}, groups, world=6))
 
 
 def test_sends_meet_their_receives():

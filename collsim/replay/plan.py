@@ -35,6 +35,7 @@ DEFAULT_ALGORITHMS = {
     "broadcast": "ring", "reduce": "ring", "gather": "linear", "scatter": "linear",
     "barrier": "dissemination",
 }
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
 # A send/recv pair is one transfer: a broadcast from the sender to the receiver.
 P2P = ("broadcast", "binomial")
 # Measured events this close (microseconds) count as one after the other, not overlapping:
@@ -163,7 +164,8 @@ def _match_calls(trace: Trace, algorithms: Mapping[str, str]
                 key = ("call", traced.group, position)
                 call = ReplayCall(key, group_label(trace, traced.group), traced.collective,
                                   members, traced.size_bytes, algorithms[traced.collective],
-                                  engine_dtype(traced), traced=traced.collective)
+                                  engine_dtype(traced), _root(trace, traced, members),
+                                  traced=traced.collective)
             if call.key in first:
                 _check_agree(trace, first[call.key], traced)
             else:
@@ -182,6 +184,17 @@ def _match_calls(trace: Trace, algorithms: Mapping[str, str]
             largest[call.key] = max(largest.get(call.key, 0), call.size)
     return {where: dataclasses.replace(call, size=largest[call.key])
             if call.key in largest else call for where, call in out.items()}
+
+
+def _root(trace: Trace, traced: TracedCall, members: tuple[int, ...]) -> int:
+    """A rooted call's root as an index into its group (0 where the trace gives none)."""
+    if traced.root is None or traced.collective not in ROOTED:
+        return 0
+    if traced.root not in members:
+        raise InputError(f"call {traced.index} ({traced.collective}) has root rank "
+                         f"{traced.root}, which is not in its group {traced.group!r} "
+                         f"{list(members)}", file=_where(trace, traced), key="root")
+    return members.index(traced.root)
 
 
 def _p2p(trace: Trace, traced: TracedCall, counters: dict[Hashable, int]) -> Call:
