@@ -237,6 +237,7 @@ def test_cli_json_has_the_summary_and_every_call(traced, capsys):
     assert main(["replay", "job/", "-t", "switch-64", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["topology"] == "ideal-switch" and out["ranks"] == 2
+    assert out["algorithms"]["allreduce"] == "ring"
     assert out["simulated"]["step_s"] == pytest.approx(1e-3 + ring_allreduce(2, 64 * 2**20))
     assert set(out["measured"]) == {"step_s", "compute_s", "exposed_s", "idle_s", "kinds"}
     assert [set(c) for c in out["calls"]] == [{

@@ -6,7 +6,8 @@ runs on one ``cpu`` stream and each process group's calls on their own (gloo run
 work in order, beside the caller). Dependencies between streams are the ones the measurement
 shows: a task waits for the last task of each other stream of its rank that had ended when
 it started. So a call starts when its rank reaches it and its stream is free, and the rank's
-work after it waits for it only if it waited in the measured run.
+work after it waits for it only if it waited in the measured run. On a CPU trace a stretch
+where the rank ran nothing the trace records is its own host work, kept as compute.
 
 Each rank starts when its first event did on the trace's clock, so a call waits for a late
 rank as it did when measured. Calls are matched between ranks by their group and their

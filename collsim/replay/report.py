@@ -53,6 +53,7 @@ class ReplayResult:
     topology: str
     ranks: int
     traced_ranks: int
+    algorithms: dict[str, str]
     measured: Part
     simulated: Part
     calls: list[CallRecord] = field(repr=False)
@@ -102,7 +103,8 @@ def build_result(replayed: Replayed, name: str, traced_ranks: int | None = None
                                       source.duration_us, simulated * 1e6))
     trace = plan.trace
     return ReplayResult(name, trace.backend, replayed.topology.name, plan.world,
-                        traced_ranks or plan.world, _part(plan, measured_timeline(plan)),
+                        traced_ranks or plan.world, dict(sorted(plan.algorithms.items())),
+                        _part(plan, measured_timeline(plan)),
                         _part(plan, timeline), records)
 
 
