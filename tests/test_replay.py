@@ -364,3 +364,17 @@ def test_bad_traces_exit_2_with_a_message_and_no_traceback(kind, tmp_path, capsy
     assert captured.out == ""
     assert captured.err.startswith("collsim: error: ") and "Traceback" not in captured.err
     assert named in captured.err
+
+
+def test_ddp_fixture_scaled_out_to_64_h100s_keeps_every_call_size(capsys):
+    argv = ["replay", str(FIXTURES / "ddp"), "-t", "h100-cluster", "--set", "nodes=8",
+            "--scale-out", "64", "--isolated", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ranks"] == 64 and out["traced_ranks"] == 2
+    by_rank: dict[int, list[int]] = {}
+    for record in out["calls"]:
+        by_rank.setdefault(record["rank"], []).append(record["bytes"])
+    assert sorted(by_rank) == list(range(64))
+    assert all(sizes == by_rank[0] for sizes in by_rank.values())
+    assert out["simulated"]["step_s"] >= out["simulated"]["compute_s"] > 0
