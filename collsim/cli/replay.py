@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING, Any
 
 from collsim.cli.common import overrides_from
 from collsim.errors import InputError
+
+if TYPE_CHECKING:
+    from collsim.hardware.topology import Topology
+    from collsim.replay.model import Trace
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -97,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _machine(args: argparse.Namespace, trace, overrides):
+def _machine(args: argparse.Namespace, trace: Trace, overrides: dict[str, Any]) -> Topology:
     """The topology to replay on: -t's, or the trace's own machine."""
     from collsim.cli.common import resolve_topology_path
     from collsim.hardware.loader import load_topology
