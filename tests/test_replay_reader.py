@@ -145,7 +145,7 @@ NCCL_KERNELS = {"gloo:all_reduce": "AllReduce_Sum_f32_RING_LL", "gloo:broadcast"
 COMM_STREAM, COMPUTE_STREAM = 20, 7
 
 
-def _as_nccl(src: Path, dst: Path, groups_by_call) -> None:
+def _as_nccl(src: Path, dst: Path, groups_by_call, group_sizes) -> None:
     """Rewrite gloo traces as PyTorch writes NCCL ones: distributedInfo's backend "nccl",
     a record_param_comms inside each c10d op naming its group, element counts and dtype, and
     each gloo event replaced by an NCCL kernel on a communication stream; the CPU ops become
@@ -167,6 +167,7 @@ def _as_nccl(src: Path, dst: Path, groups_by_call) -> None:
                 continue
             events.append(e)
             if name.startswith("c10d::"):
+                group = next(names)
                 dims = e["args"]["Input Dims"][0]
                 nelems = 1
                 for d in (dims[0] if dims and isinstance(dims[0], list) else dims):
@@ -178,7 +179,8 @@ def _as_nccl(src: Path, dst: Path, groups_by_call) -> None:
                                    "dtype": "Float" if "allreduce" in name or "send" in name
                                    or "recv" in name else "Int",
                                    "In msg nelems": nelems, "Out msg nelems": nelems,
-                                   "Group size": 2, "Process Group Name": next(names),
+                                   "Group size": group_sizes[group],
+                                   "Process Group Name": group,
                                    "Seq": len(events)}})
             elif e.get("cat") == "cpu_op" and e.get("ph") == "X" and name.startswith("aten::mm"):
                 events.append({**e, "cat": "kernel", "name": "gemm",
@@ -190,7 +192,8 @@ def _as_nccl(src: Path, dst: Path, groups_by_call) -> None:
 def test_an_nccl_shaped_trace_gives_the_kernels_times_and_the_named_groups(tmp_path):
     gloo = read_trace(TRACES / "pipeline")
     _as_nccl(TRACES / "pipeline", tmp_path / "nccl",
-             {r: [c.group for c in calls] for r, calls in gloo.calls.items()})
+             {r: [c.group for c in calls] for r, calls in gloo.calls.items()},
+             {name: len(g.ranks) for name, g in gloo.groups.items()})
     nccl = read_trace(tmp_path / "nccl")
     assert nccl.backend == "nccl"
     for rank, calls in nccl.calls.items():

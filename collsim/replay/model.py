@@ -72,4 +72,4 @@ class Trace:
     calls: Mapping[int, tuple[TracedCall, ...]]  # by global rank, in issue order
     compute: Mapping[int, tuple[ComputeSpan, ...]]  # by global rank, in time order
     files: Mapping[int, str]  # rank -> the file it came from
-    pytorch_version: str = ""
+    pytorch_version: str = ""  # where a trace records it (those of PyTorch 2.14 do not)
