@@ -14,7 +14,7 @@ from collsim.errors import InputError, SimulationError, WorkerLost
 
 # Each module has add_parser(subparsers) and sets ``func`` on its parser.
 COMMANDS = ["estimate", "run", "plot", "crossover", "compare", "calibrate", "topo", "list",
-            "workload", "jobs"]
+            "workload", "jobs", "replay"]
 
 
 def build_parser() -> argparse.ArgumentParser:

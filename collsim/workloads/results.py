@@ -116,17 +116,26 @@ def _split(rank: int, plan: Plan, timeline: Timeline, step: float,
                      max(ends) if ends else 0.0)
 
 
-def summarize(plan: Plan, timeline: Timeline) -> StepResult:
-    """The step's figures from when every task ran."""
+def split_step(plan: Plan, timeline: Timeline
+               ) -> tuple[float, list[RankTimes], dict[str, KindStats]]:
+    """The step time, each GPU's split of it, and the kinds of call averaged over GPUs
+    (only ``plan.tasks`` is read, so a replayed trace's plan is split the same way)."""
     step = max((max(ends) for ends in timeline.end if ends), default=0.0)
     kinds: dict[str, KindStats] = {}
-    ranks = [_split(rank, plan, timeline, step, kinds) for rank in range(plan.world)]
-    world = plan.world
+    world = len(plan.tasks)
+    ranks = [_split(rank, plan, timeline, step, kinds) for rank in range(world)]
     for stats in kinds.values():
         stats.calls /= world
         stats.bytes /= world
         stats.time_s /= world
         stats.exposed_s /= world
+    return step, ranks, kinds
+
+
+def summarize(plan: Plan, timeline: Timeline) -> StepResult:
+    """The step's figures from when every task ran."""
+    step, ranks, kinds = split_step(plan, timeline)
+    world = plan.world
     mfu = None
     if plan.model_flops is not None and plan.peak and step > 0:
         mfu = plan.model_flops / (step * world * plan.peak)
