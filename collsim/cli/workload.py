@@ -7,7 +7,12 @@ import dataclasses
 import json
 
 from collsim.cli.common import add_topology_arguments, overrides_from, topology_from_args
-from collsim.cli.recording import add_recording_arguments, check_limit, recording_wanted
+from collsim.cli.recording import (
+    add_recording_arguments,
+    check_limit,
+    recording_wanted,
+    write_trace,
+)
 from collsim.errors import InputError
 from collsim.units import format_time
 from collsim.workloads.model import Noise
@@ -90,13 +95,13 @@ def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):
         raise InputError(f"the workload needs {recorded.plan.world} GPUs; topology "
                          f"'{topology.name}' has {topology.gpus}", key="parallelism")
     if args.trace:
-        step_trace(recorded).write(args.trace, args.trace_limit,
-                                   {"workload": workload.name, "topology": topology.name,
-                                    "gpus": recorded.plan.world})
+        write_trace(step_trace(recorded), args,
+                    {"workload": workload.name, "topology": topology.name,
+                     "gpus": recorded.plan.world})
     if args.link_report or args.link_figure:
         loads = recorded.loads()
         if args.link_report:
-            lines.append(format_link_report(loads, recorded.result.step_s))
+            lines.append(format_link_report(loads, recorded.result.step_s, args.links))
         if args.link_figure:
             from collsim.output.linkfigure import link_figure
             link_figure(loads, recorded.result.step_s, args.link_figure,
