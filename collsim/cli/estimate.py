@@ -103,8 +103,10 @@ def _recorded(args: argparse.Namespace, topology: Topology, size: int, result: P
     for name in ("protocol", "channels"):
         if getattr(result, name) is not None and name in accepted:
             params[name] = getattr(result, name)
-    recorded = record_call(topology, args.collective, result.selected, args.ranks, size,
-                           params, offsets, record=recording_wanted(args))
+    label = "recording" if recording_wanted(args) else "simulating with stragglers"
+    with Watch(label=label) as watch:
+        recorded = record_call(topology, args.collective, result.selected, args.ranks, size,
+                               params, offsets, record=recording_wanted(args), observe=watch)
     extra: dict = {}
     lines: list[str] = []
     if skewed:

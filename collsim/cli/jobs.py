@@ -7,6 +7,7 @@ import json
 
 from collsim.cli.common import add_topology_arguments, topology_from_args
 from collsim.cli.recording import add_link_report_arguments
+from collsim.cli.watch import Watch
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -33,11 +34,12 @@ def run(args: argparse.Namespace) -> int:
     topology = topology_from_args(args)
     recording = bool(args.link_report or args.link_figure)
     shared: list = []
-    if recording:
-        from collsim.engine.recording import RecordingFabric
-        results = run_jobs(jobs, topology, RecordingFabric, shared)
-    else:
-        results = run_jobs(jobs, topology)
+    with Watch() as watch:
+        if recording:
+            from collsim.engine.recording import RecordingFabric
+            results = run_jobs(jobs, topology, RecordingFabric, shared, watch.follow)
+        else:
+            results = run_jobs(jobs, topology, observe=watch.follow)
     if args.json:
         print(json.dumps({"topology": topology.name, "jobs": [
             {"name": r.name, "what": r.kind, "gpus": r.gpus, "start_s": r.start_s,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from typing import TYPE_CHECKING, Any
 
 from collsim.cli.common import add_topology_arguments, overrides_from, topology_from_args
 from collsim.cli.recording import (
@@ -13,9 +14,13 @@ from collsim.cli.recording import (
     recording_wanted,
     write_trace,
 )
+from collsim.cli.watch import Watch
 from collsim.errors import InputError
 from collsim.units import format_time
 from collsim.workloads.model import Noise
+
+if TYPE_CHECKING:
+    from collsim.workloads.service import ServiceFactory
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -57,19 +62,27 @@ def run(args: argparse.Namespace) -> int:
                          "--isolated", key="--isolated")
     workload = load_workload(args.workload, changes)
     topology = topology_from_args(args)
-    service = None
     if args.isolated:
         from collsim.workloads.service import isolated, simulated
         service = isolated(simulated(topology))
+    else:
+        from collsim.workloads.shared import shared
+        service = shared(topology)
     lines: list[str] = []
+    noisy = workload.noise != Noise()
     if recording_wanted(args):
         result = _recorded(args, workload, topology, lines)
     else:
-        result = run_workload(workload, topology, args.gpus, service)
+        with Watch() as watch:
+            result = run_workload(workload, topology, args.gpus,
+                                  _watched(service, watch, "simulating the step"))
+    if noisy:
+        with Watch() as watch:
+            quiet = run_workload(dataclasses.replace(workload, noise=Noise()), topology,
+                                 args.gpus,
+                                 _watched(service, watch, "simulating the step without noise"))
     extra = {}
-    if workload.noise != Noise():
-        quiet = run_workload(dataclasses.replace(workload, noise=Noise()), topology,
-                             args.gpus, service)
+    if noisy:
         extra = {"quiet_step_s": quiet.step_s, "stretch": result.step_s / quiet.step_s}
         lines.insert(0, f"noise (seed {workload.noise.seed}): the step without it takes "
                         f"{format_time(quiet.step_s)}, stretch {extra['stretch']:.3f}x")
@@ -82,6 +95,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _watched(factory: ServiceFactory, watch: Watch, label: str) -> ServiceFactory:
+    """``factory``, whose services the progress line follows (their simulation, or their
+    clock where calls are timed alone)."""
+
+    def make(env: Any) -> Any:
+        service = factory(env)
+        watch.follow(getattr(service, "simulation", service), label)
+        return service
+
+    return make
+
+
 def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):
     """The step on a recording simulation: its trace file and link report."""
     from collsim.output.linkload import format_link_report
@@ -90,7 +115,8 @@ def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):
     gpus = args.gpus
     if gpus is None and workload.parallelism.data is None:
         gpus = topology.gpus
-    recorded = record_step(workload, topology, gpus)
+    with Watch(label="simulating the step") as watch:
+        recorded = record_step(workload, topology, gpus, watch)
     if recorded.plan.world > topology.gpus:
         raise InputError(f"the workload needs {recorded.plan.world} GPUs; topology "
                          f"'{topology.name}' has {topology.gpus}", key="parallelism")

@@ -42,7 +42,7 @@ def simulate_selected(topology: Topology, collective: str, selector: str, ranks:
     auto = auto_choice(topology, collective, gpus, size_bytes)
     run_auto = simulate(topology, collective, auto.algorithm, ranks, size_bytes,
                         _with(params, collective, auto.algorithm, auto.protocol, auto.channels),
-                        costs, observe if selector == "auto" else None)
+                        costs, observe)
     if selector == "auto":
         return replace(run_auto, algorithm="auto", selected=auto.algorithm)
     best = run_auto
@@ -50,7 +50,7 @@ def simulate_selected(topology: Topology, collective: str, selector: str, ranks:
         if (algorithm, protocol) == (auto.algorithm, auto.protocol):
             continue
         result = simulate(topology, collective, algorithm, ranks, size_bytes,
-                          _with(params, collective, algorithm, protocol, "auto"), costs)
+                          _with(params, collective, algorithm, protocol, "auto"), costs, observe)
         if result.time_s < best.time_s:
             best = result
     speedup = run_auto.time_s / best.time_s if best.time_s > 0 else 1.0
