@@ -49,7 +49,7 @@ def load_topology(topology: str | Path | Topology,
             raise ValueError(f"overrides need a topology name or file; {topology.name!r} is "
                              f"already built")
         return topology
-    return _load_file(resolve_topology(topology, key="topology"), dict(set or {}))
+    return _load_file(resolve_topology(topology, key="topology"), dict(set or {}), "set=")
 
 
 def estimate(topology: str | Path | Topology, collective: str, algorithm: str, ranks: int,

@@ -9,7 +9,7 @@ starting together.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,10 +62,11 @@ def draw_offsets(ranks: int, spread: float = 0.0, late: Sequence[tuple[int, floa
 def record_call(topology: Topology, collective: str, algorithm: str, ranks: int,
                 size_bytes: int, params: dict[str, Any] | None = None,
                 offsets: Sequence[float] | None = None, costs: CostModel | None = None,
-                record: bool = True) -> Recorded:
+                record: bool = True, observe: Callable[[Any], Any] | None = None) -> Recorded:
     """Simulate one call, rank r starting at ``offsets[r]`` (default all 0), recording
     its steps and every flow's rates unless ``record`` is False. The call runs under the
-    machine's cost model (:mod:`collsim.nccl.call`) unless ``costs`` replaces it."""
+    machine's cost model (:mod:`collsim.nccl.call`) unless ``costs`` replaces it.
+    ``observe``, if given, is called with the simulation before it runs (a progress line)."""
     chosen = get_algorithm(collective, algorithm)
     job, gpus, plan = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
     costs = plan.costs
@@ -81,6 +82,8 @@ def record_call(topology: Topology, collective: str, algorithm: str, ranks: int,
         programs = chosen.program
     call = simulation.call(job, gpus, programs, start=None)
     simulation.attach()
+    if observe is not None:
+        observe(simulation)
     for rank in sorted(range(ranks), key=lambda r: (offsets[r], r)):
         env.timeout(offsets[rank]).callbacks.append(lambda _e, r=rank: call.admit(r))
     env.run()

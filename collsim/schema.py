@@ -3,7 +3,6 @@ and key, plus typed readers for quantities (sizes, bandwidths, times) at a key p
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -11,6 +10,7 @@ from typing import Any, TypeVar
 import jsonschema
 
 from collsim.errors import InputError, InputErrors
+from collsim.suggest import closest
 from collsim.units import UnitError
 from collsim.yamlfile import Document, KeyPath, dotted
 
@@ -29,11 +29,11 @@ def _describe(error: jsonschema.ValidationError, doc: Document) -> list[InputErr
                     re.match(pattern, key)
                     for pattern in error.schema.get("patternProperties", {})):
                 continue
-            hint = difflib.get_close_matches(str(key), allowed, n=1)
-            suggestion = f"; did you mean '{hint[0]}'?" if hint else \
+            hint = closest(str(key), allowed)
+            suggestion = f"; did you mean '{hint}'?" if hint else \
                 f"; expected one of {', '.join(allowed)}"
             problem = doc.error(path + (key,), f"unknown key '{key}'{suggestion}")
-            problem.suggested_key = dotted(path + (hint[0],)) if hint else None
+            problem.suggested_key = dotted(path + (hint,)) if hint else None
             out.append(problem)
         return out
     if error.validator == "required":

@@ -25,6 +25,7 @@ from collsim.nccl.constants import MAX_CHANNELS
 from collsim.output.table import TABLE_COLUMNS
 from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
 from collsim.program import Job
+from collsim.suggest import did_you_mean
 from collsim.units import UnitError, format_size, format_time, parse_size
 
 COLUMNS = TABLE_COLUMNS
@@ -100,7 +101,8 @@ def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> di
     for name in params:
         if name not in accepted:
             raise InputError(f"{algorithm.collective}/{algorithm.name} takes no parameter "
-                             f"{name!r}; it takes {', '.join(accepted)}", key=f"param.{name}")
+                             f"{name!r}; it takes {', '.join(accepted)}"
+                             f"{did_you_mean(name, accepted)}", key=f"param.{name}")
     checked = dict(params)
     if "root" in checked:
         root = checked["root"]

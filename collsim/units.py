@@ -142,6 +142,14 @@ def format_size(nbytes: float, iec: bool = False) -> str:
     return f"{number}{space}B"
 
 
+def format_bytes(nbytes: float) -> str:
+    """A byte count with its binary unit, for reports: 512 B, 896 KiB, 1.5 GiB."""
+    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= factor:
+            return f"{nbytes / factor:.4g} {unit}"
+    return f"{nbytes:.4g} B"
+
+
 def format_time(seconds: float) -> str:
     """Seconds in the unit that reads best: 12.3 us, 4.56 ms."""
     for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):

@@ -173,7 +173,7 @@ def test_estimate_json_records_the_choice(capsys):
     (("-a", "ring", "--param", "channels=0"), "param.channels"),
     (("-a", "ring", "--param", "channels=65"), "param.channels"),
     (("-a", "ring", "--param", "channels=some"), "param.channels"),
-    (("-a", "auto", "--param", "protocol=LL"), "param.protocol"),
+    (("-a", "auto", "--param", "protocol=LL256"), "param.protocol"),
     (("-a", "best", "--param", "channels=4"), "param.channels"),
     (("-a", "binomial", "--param", "protocol=LL128"), "param.protocol"),
 ])

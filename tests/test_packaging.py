@@ -19,19 +19,24 @@ from collsim.hardware.shipped import (
     shipped_names,
 )
 from collsim.scenarios.loader import load_scenario
+from collsim.scenarios.shipped import resolve_scenario, scenario_directory, scenario_names
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(path.stem for path in (ROOT / "topologies").glob("*.yaml"))
+SCENARIOS = sorted(path.stem for path in (ROOT / "scenarios").glob("*.yaml"))
 
 
 def test_pyproject_lists_every_package_and_maps_the_topologies_folder():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     packages = {".".join(path.parent.relative_to(ROOT).parts)
                 for path in (ROOT / "collsim").rglob("__init__.py")}
-    assert set(config["packages"]) == packages | {"collsim.topologies"}
-    assert config["package-dir"] == {"collsim.topologies": "topologies"}
+    assert set(config["packages"]) == packages | {"collsim.topologies", "collsim.scenario_files"}
+    assert config["package-dir"] == {"collsim.topologies": "topologies",
+                                     "collsim.scenario_files": "scenarios"}
     assert config["package-data"]["collsim.topologies"] == ["*.yaml"]
+    assert config["package-data"]["collsim.scenario_files"] == ["*.yaml"]
     assert (ROOT / "topologies" / "__init__.py").is_file()
+    assert (ROOT / "scenarios" / "__init__.py").is_file()
 
 
 def test_the_installed_package_data_is_the_topologies_folder():
@@ -99,3 +104,47 @@ def test_a_scenario_next_to_its_topology_file_uses_that_file(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO.format(topology="switch-64.yaml"))
     assert load_scenario(path).topology_names == ["mine"]
+
+
+def test_the_installed_scenarios_are_the_scenarios_folder():
+    files = importlib.resources.files("collsim.scenario_files")
+    assert sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".yaml")) == SCENARIOS
+    assert scenario_names() == SCENARIOS and "ring-vs-tree" in SCENARIOS
+    assert scenario_directory().samefile(ROOT / "scenarios")
+
+
+def test_every_shipped_scenario_loads_by_name_from_another_folder(tmp_path, monkeypatch):
+    """Their topologies are relative paths (../topologies/...) that hold where the package
+    is installed too: collsim.scenario_files sits beside collsim.topologies."""
+    monkeypatch.chdir(tmp_path)
+    for name in SCENARIOS:
+        assert resolve_scenario(name).samefile(ROOT / "scenarios" / f"{name}.yaml")
+        load_scenario(resolve_scenario(name), quick=True)
+
+
+def test_an_unknown_scenario_name_suggests_the_closest(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match="did you mean 'ring-vs-tree'") as caught:
+        resolve_scenario("ring-vs-tre")
+    assert "nccl-h100" in str(caught.value)
+
+
+def test_run_a_shipped_scenario_by_name_in_a_fresh_process_elsewhere(tmp_path):
+    """``collsim run ring-vs-tree --quick`` from a folder that holds no scenario: the
+    default output folder is under the current folder, and the run says where it wrote."""
+    done = subprocess.run([sys.executable, "-m", "collsim", "run", "ring-vs-tree", "--quick",
+                           "--no-figures"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "results" / "ring-vs-tree-quick"
+    assert (out / "results.csv").is_file()
+    assert str(out) in done.stderr and "no --out given" in done.stderr
+    assert done.stdout.startswith("ring-vs-tree: ran ")
+
+
+def test_collsim_list_names_the_shipped_scenarios(capsys):
+    assert main(["list"]) == 0
+    printed = capsys.readouterr().out
+    section = printed.split("Shipped scenarios (collsim run NAME;")[1]
+    for name in SCENARIOS:
+        assert f"\n  {name} " in section
+    assert "Ring vs tree allreduce crossover" in section

@@ -186,4 +186,4 @@ def test_auto_alltoall_records_what_it_ran(capsys):
     out = capsys.readouterr().out
     assert "nccl_p2p" in out
     assert "16 directed links carried bytes" in out
-    assert "n0.gpu3->n0.nvswitch                     896K" in out
+    assert "n0.gpu3->n0.nvswitch                   896 KiB" in out

@@ -11,6 +11,7 @@ from typing import Any
 from collsim.collectives import COLLECTIVES
 from collsim.errors import InputError
 from collsim.program import Job, ProgramFactory
+from collsim.suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -127,11 +128,13 @@ def get_algorithm(collective: str, name: str) -> Algorithm:
 
     if collective not in COLLECTIVES:
         raise InputError(f"unknown collective {collective!r}; choose one of "
-                         f"{', '.join(COLLECTIVES)}", key="collective")
+                         f"{', '.join(COLLECTIVES)}{did_you_mean(collective, COLLECTIVES)}",
+                         key="collective")
     algorithm = REGISTRY.get((collective, name))
     if algorithm is None:
-        names = ", ".join(a.name for a in algorithms_for(collective)) or "none yet"
-        raise InputError(f"no {collective} algorithm named {name!r}; choose one of {names}",
+        known = [a.name for a in algorithms_for(collective)]
+        raise InputError(f"no {collective} algorithm named {name!r}; choose one of "
+                         f"{', '.join(known) or 'none yet'}{did_you_mean(name, known)}",
                          key="algorithm")
     return algorithm
 

@@ -79,11 +79,27 @@ class Calibration:
         return {f.name: f.factor for f in self.figures if f.determined}
 
 
+@dataclass
+class FitProgress:
+    """How far a calibration has got, written as it runs, for a progress line to read: the
+    fit (1, then one per switch size tried), its iteration, the least-squares cost of the
+    log times so far and at the preset, the points fitted and the simulations run."""
+
+    fit: int = 0
+    iteration: int = 0
+    cost: float | None = None
+    start_cost: float | None = None
+    points: int = 0
+    simulations: int = 0
+
+
 class Model:
     """Simulated times of every case's sizes as a function of the factors, cached."""
 
-    def __init__(self, cases: Sequence[Case], names: Sequence[str]) -> None:
+    def __init__(self, cases: Sequence[Case], names: Sequence[str],
+                 progress: FitProgress | None = None) -> None:
         self.cases, self.names = list(cases), list(names)
+        self.progress = progress or FitProgress()
         self.figures = [resolved(c.topology.machine.nccl, c.topology.machine.gpu.arch)
                         for c in self.cases]
         self.cache: dict[tuple, np.ndarray] = {}
@@ -102,6 +118,7 @@ class Model:
                 out += [simulate_pick(topology, case.collective, size, case.gpus, p).time_s
                         for size, p in zip(case.sizes, case.picks, strict=True)]
             self.cache[key] = np.array(out)
+            self.progress.simulations += len(out)
         extra = [(launch - 1.0) * launch_of(c) for c in self.cases for _ in c.sizes]
         return self.cache[key] + np.array(extra)
 
@@ -171,19 +188,22 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
 
 def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
               max_iterations: int | None = None,
-              pick_scales: Sequence[float] = PICK_SCALES) -> Calibration:
+              pick_scales: Sequence[float] = PICK_SCALES,
+              progress: FitProgress | None = None) -> Calibration:
     """Fit the figures ``names`` (default: every continuous one of ``FIGURES``) to ``cases``,
     in at most ``max_iterations`` Levenberg-Marquardt steps (default ``MAX_ITERATIONS``), and
-    ``pick_scale`` among ``pick_scales`` (each a fit of its own; () leaves it at 1)."""
+    ``pick_scale`` among ``pick_scales`` (each a fit of its own; () leaves it at 1).
+    ``progress``, if given, is kept up to date as the fit runs."""
     names = [f.name for f in FIGURES if f.kind != "pick"] if names is None else list(names)
-    original, cost = _fit(cases, names, max_iterations or MAX_ITERATIONS)
+    progress = progress or FitProgress()
+    original, cost = _fit(cases, names, max_iterations or MAX_ITERATIONS, progress)
     best, best_cost, chosen, moved_any = original, cost, 1.0, False
     for scale in pick_scales:
         moved = [repicked(case, scale) for case in cases]
         if all(m.picks == c.picks for m, c in zip(moved, cases, strict=True)):
             continue
         moved_any = True
-        trial, trial_cost = _fit(moved, names, max_iterations or MAX_ITERATIONS)
+        trial, trial_cost = _fit(moved, names, max_iterations or MAX_ITERATIONS, progress)
         if trial_cost < PICK_GAIN * cost and trial_cost < best_cost:
             best, best_cost, chosen = trial, trial_cost, scale
     if chosen != 1.0:
@@ -199,8 +219,8 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
     return dataclasses.replace(best, figures=(*best.figures, pick), nccl=nccl, errors=errors)
 
 
-def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
-         ) -> tuple[Calibration, float]:
+def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
+         progress: FitProgress) -> tuple[Calibration, float]:
     """The continuous fit of ``names`` with the cases' picks as they are, and its cost.
 
     Which figures are free is read off the Jacobian at the preset, then again at the fitted
@@ -215,7 +235,9 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
     bounds = [by_name[n].bounds(figures) for n in names]
     low = np.log([max(b[0], 1e-12) for b in bounds])
     high = np.log([b[1] for b in bounds])
-    model = Model(cases, names)
+    model = Model(cases, names, progress)
+    progress.fit += 1
+    progress.iteration, progress.points = 0, len(model.measured)
     u0 = np.zeros(len(names))
     never = unseen(cases, names)
     jacobian = model.jacobian(u0, low, high, never)
@@ -232,11 +254,12 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
                 break
             why = more
         index = [j for j, n in enumerate(names) if n not in why]
-        free = Model(cases, [names[j] for j in index])
+        free = Model(cases, [names[j] for j in index], progress)
         free.cache = model.cache  # the same simulations, keyed by the factors that are not 1
         fitted_u, steps = _levenberg_marquardt(free if index else None, low[index],
                                                high[index], jacobian[:, index],
-                                               max_iterations, start=u[index])
+                                               max_iterations, start=u[index],
+                                               progress=progress)
         u = u0.copy()
         u[index] = fitted_u
         iterations += steps
@@ -262,7 +285,8 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int
 def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
                          jacobian: np.ndarray | None = None,
                          max_iterations: int = MAX_ITERATIONS,
-                         start: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+                         start: np.ndarray | None = None,
+                         progress: FitProgress | None = None) -> tuple[np.ndarray, int]:
     """Damped Gauss-Newton within bounds. The Jacobian is computed once by differences and
     then kept up to date by Broyden's rank-one updates (each simulation of every point costs
     the same as one column); it is recomputed only when a step fails to lower the cost, and
@@ -273,10 +297,15 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
     u = np.zeros(len(low)) if start is None else start.copy()
     r = model.residuals(u)
     cost, damping, iterations = float(r @ r), 1e-3, 0
+    progress = progress or FitProgress()
+    if progress.start_cost is None:
+        progress.start_cost = cost
+    progress.cost = cost if progress.cost is None else min(progress.cost, cost)
     fresh = jacobian is None
     if jacobian is None:
         jacobian = model.jacobian(u, low, high)
     for iterations in range(1, max_iterations + 1):  # noqa: B007 (returned)
+        progress.iteration += 1
         gradient = jacobian.T @ r
         normal = jacobian.T @ jacobian
         improved = False
@@ -303,6 +332,7 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
             jacobian = jacobian + np.outer(r_trial - r - jacobian @ moved, moved) / (moved @ moved)
         gain = cost - cost_trial
         u, r, cost, fresh = trial, r_trial, cost_trial, False
+        progress.cost = min(progress.cost, cost)
         damping = max(damping / 5, 1e-7)
         if gain < 1e-5 * max(cost, 1e-12) or np.abs(moved).max() < 1e-4:
             break

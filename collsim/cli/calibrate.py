@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from collsim.calibrate.fit import PICK_SCALES, calibrate
+from collsim.calibrate.fit import PICK_SCALES, FitProgress, calibrate
 from collsim.calibrate.writer import calibrated_yaml
 from collsim.cli.measured import add_case_arguments, cases_from_args
+from collsim.cli.watch import FitWatch
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology
 from collsim.output.files import replace_text
@@ -48,7 +49,11 @@ def run(args: argparse.Namespace) -> int:
            for case in cases):
         raise InputError(f"topology '{preset}' declares no NCCL figures to fit (no 'nccl' "
                          "section); start from a shipped preset", key="--topology")
-    calibration = calibrate(cases, pick_scales=() if args.fixed_picks else PICK_SCALES)
+    progress = FitProgress()
+    with FitWatch(progress) as watch:
+        watch.start()
+        calibration = calibrate(cases, pick_scales=() if args.fixed_picks else PICK_SCALES,
+                                progress=progress)
     name = args.name or out.stem
     text = calibrated_yaml(read_text(preset, "topology"), preset.stem, name, calibration, cases,
                            args.overrides)

@@ -14,6 +14,7 @@ from collsim.scenarios.axes import message_size
 from collsim.units import UnitError
 
 SHIPPED_TOPOLOGIES = shipped_directory()
+SET_SOURCE = "--set on the command line"  # where an error in an overridden key points
 
 
 def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +38,7 @@ def resolve_topology_path(name: str) -> Path:
 
 def topology_from_args(args: argparse.Namespace) -> Topology:
     overrides = dict(parse_override(text) for text in args.overrides)
-    return load_topology(resolve_topology_path(args.topology), overrides)
+    return load_topology(resolve_topology_path(args.topology), overrides, SET_SOURCE)
 
 
 def overrides_from(texts: list[str], flag: str) -> dict[str, Any]:

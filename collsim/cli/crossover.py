@@ -9,7 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from collsim.cli.common import add_param_argument, params_from_args, resolve_topology_path
+from collsim.cli.common import (
+    SET_SOURCE,
+    add_param_argument,
+    params_from_args,
+    resolve_topology_path,
+)
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, parse_override
 from collsim.output.files import reported
@@ -82,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     params = params_from_args(args)
     algorithms = tuple(args.algorithms)
     ranks = _ranks(args.ranks)
-    topologies = [load_topology(resolve_topology_path(path), overrides)
+    topologies = [load_topology(resolve_topology_path(path), overrides, SET_SOURCE)
                   for path in args.topology]
     rows: list[dict[str, Any]] = []
     for topology in topologies:

@@ -18,6 +18,7 @@ from collsim.cli.recording import (
     check_limit,
     recording_wanted,
     straggler_arguments,
+    write_trace,
 )
 from collsim.cli.watch import Watch
 from collsim.hardware.topology import Topology
@@ -104,8 +105,10 @@ def _recorded(args: argparse.Namespace, topology: Topology, size: int, result: P
     for name in ("protocol", "channels"):
         if getattr(result, name) is not None and name in accepted:
             params[name] = getattr(result, name)
-    recorded = record_call(topology, args.collective, result.selected, args.ranks, size,
-                           params, offsets, record=recording_wanted(args))
+    label = "recording" if recording_wanted(args) else "simulating with stragglers"
+    with Watch(label=label) as watch:
+        recorded = record_call(topology, args.collective, result.selected, args.ranks, size,
+                               params, offsets, record=recording_wanted(args), observe=watch)
     extra: dict = {}
     lines: list[str] = []
     if skewed:
@@ -116,15 +119,14 @@ def _recorded(args: argparse.Namespace, topology: Topology, size: int, result: P
                      f"seed {args.seed}): {format_time(recorded.time_s)} from the first "
                      f"start to the last finish, stretch {stretch:.3f}x")
     if args.trace:
-        call_trace(recorded).write(args.trace, args.trace_limit,
-                                   {"collective": args.collective,
-                                    "algorithm": result.selected, "ranks": args.ranks,
-                                    "size": size, "topology": topology.name})
+        write_trace(call_trace(recorded), args,
+                    {"collective": args.collective, "algorithm": result.selected,
+                     "ranks": args.ranks, "size": size, "topology": topology.name})
     if args.link_report or args.link_figure:
         loads = link_loads(recorded.fabric)
         span = max(recorded.call.result.finish)
         if args.link_report:
-            lines.append(format_link_report(loads, span))
+            lines.append(format_link_report(loads, span, args.links))
         if args.link_figure:
             from collsim.output.linkfigure import link_figure
             link_figure(loads, span, args.link_figure,

@@ -6,6 +6,8 @@ import argparse
 import json
 
 from collsim.cli.common import add_topology_arguments, topology_from_args
+from collsim.cli.recording import add_link_report_arguments
+from collsim.cli.watch import Watch
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -17,9 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "slowdown.")
     parser.add_argument("jobs", metavar="JOBS", help="jobs YAML file")
     add_topology_arguments(parser)
-    parser.add_argument("--link-report", action="store_true",
-                        help="print each directed link's load while the jobs share the "
-                             "fabric, by link kind")
+    add_link_report_arguments(parser, " while the jobs share the fabric")
     parser.add_argument("--link-figure", metavar="FILE.png",
                         help="draw the busiest links while the jobs share the fabric")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -34,11 +34,12 @@ def run(args: argparse.Namespace) -> int:
     topology = topology_from_args(args)
     recording = bool(args.link_report or args.link_figure)
     shared: list = []
-    if recording:
-        from collsim.engine.recording import RecordingFabric
-        results = run_jobs(jobs, topology, RecordingFabric, shared)
-    else:
-        results = run_jobs(jobs, topology)
+    with Watch() as watch:
+        if recording:
+            from collsim.engine.recording import RecordingFabric
+            results = run_jobs(jobs, topology, RecordingFabric, shared, watch.follow)
+        else:
+            results = run_jobs(jobs, topology, observe=watch.follow)
     if args.json:
         print(json.dumps({"topology": topology.name, "jobs": [
             {"name": r.name, "what": r.kind, "gpus": r.gpus, "start_s": r.start_s,
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         loads = link_loads(shared[0].simulation.fabric)
         span = max(r.start_s + r.time_s for r in results)
         if args.link_report:
-            print(format_link_report(loads, span))
+            print(format_link_report(loads, span, args.links))
         if args.link_figure:
             from collsim.output.linkfigure import link_figure
             link_figure(loads, span, args.link_figure, f"{jobs.name} on {topology.name}")

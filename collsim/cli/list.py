@@ -15,6 +15,7 @@ from collsim.collectives import COLLECTIVES
 from collsim.errors import InputError
 from collsim.hardware.loader import KINDS, load_topology
 from collsim.params import COMMON_PARAMS, DEFAULT_CHUNK_BYTES, DEFAULT_DTYPE, DTYPES
+from collsim.scenarios.shipped import scenario_directory
 from collsim.yamlfile import load_yaml
 
 # The contract's table of algorithm names (docs/design.md#algorithm-names), in its order; the
@@ -84,9 +85,10 @@ NOTATION = ("p ranks, n bytes (as docs/design.md#collectives defines a size), "
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "list", help="collectives, algorithms and shipped topologies",
+        "list", help="collectives, algorithms, shipped topologies and scenarios",
         description="List every collective with its algorithms (the rank counts each accepts, "
-                    "its parameters and closed-form cost) and the topologies collsim ships.")
+                    "its parameters and closed-form cost) and the topologies and scenarios "
+                    "collsim ships.")
     parser.add_argument("--markdown", action="store_true",
                         help="print the closed-form table (collective, algorithm, formula, "
                              "exact for, source) as a Markdown page: docs/algorithms.md")
@@ -177,9 +179,28 @@ def _topologies_text(directory: Path) -> list[str]:
     return lines
 
 
+def _scenarios_text(directory: Path) -> list[str]:
+    """The shipped scenarios, each with its description: ``collsim run NAME`` runs one."""
+    files = sorted(directory.glob("*.yaml")) if directory.is_dir() else []
+    if not files:
+        return ["", "Shipped scenarios: none"]
+    lines = ["", f"Shipped scenarios (collsim run NAME; {directory}):"]
+    width = max(22, *(len(path.stem) for path in files))
+    for path in files:
+        try:
+            data = load_yaml(path).data
+        except InputError as exc:
+            lines.append(f"  {path.stem:<{width}} cannot be read: {exc}")
+            continue
+        description = data.get("description", "") if isinstance(data, dict) else ""
+        lines.append(f"  {path.stem:<{width}} {description}".rstrip())
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     if args.markdown:
         print(markdown_page())
         return 0
-    print("\n".join(_algorithms_text() + _topologies_text(SHIPPED_TOPOLOGIES)))
+    print("\n".join(_algorithms_text() + _topologies_text(SHIPPED_TOPOLOGIES)
+                    + _scenarios_text(scenario_directory())))
     return 0

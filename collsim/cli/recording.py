@@ -4,9 +4,15 @@ figure), and stragglers (``estimate``; a workload has its ``noise`` section)."""
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING, Any
 
 from collsim.errors import InputError
+from collsim.output.linkload import TOP
 from collsim.units import UnitError, parse_time
+
+if TYPE_CHECKING:
+    from collsim.output.trace import Trace
 
 
 def add_recording_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,11 +20,42 @@ def add_recording_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write a Chrome trace-event file (chrome://tracing, Perfetto)")
     parser.add_argument("--trace-limit", type=int, default=500_000, metavar="N",
                         help="keep at most N trace events, the earliest (default 500000)")
-    parser.add_argument("--link-report", action="store_true",
-                        help="print each directed link's bytes, busy time, average and peak "
-                             "utilisation and peak concurrent transfers, by link kind")
+    add_link_report_arguments(parser, "")
     parser.add_argument("--link-figure", metavar="FILE.png",
                         help="draw the link report's busiest links to a figure")
+
+
+def add_link_report_arguments(parser: argparse.ArgumentParser, during: str) -> None:
+    """``--link-report`` (``during``: when the links are measured, for its help) and
+    ``--links``, how many links of each kind it lists."""
+    parser.add_argument("--link-report", action="store_true",
+                        help="print each directed link's bytes moved, busy time, average and "
+                             "peak utilisation and peak concurrent transfers, by link kind"
+                             + during)
+    parser.add_argument("--links", type=links_argument, default=TOP, metavar="N|all",
+                        help=f"links of each kind the link report lists, busiest first "
+                             f"(default {TOP}; all: every link)")
+
+
+def links_argument(text: str) -> int | None:
+    """``--links``: a positive count, or ``all`` (None: no limit)."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number or 'all', got {text!r}")
+    return count
+
+
+def write_trace(trace: Trace, args: argparse.Namespace, info: dict[str, Any]) -> None:
+    """Write ``--trace``'s file and say on stderr what was written and how to open it."""
+    trace.write(args.trace, args.trace_limit, info)
+    events = min(len(trace.events), args.trace_limit)
+    print(f"collsim: wrote {args.trace}: a Chrome trace of {events:,} events (open it in "
+          f"ui.perfetto.dev or chrome://tracing)", file=sys.stderr)
 
 
 def add_straggler_arguments(parser: argparse.ArgumentParser) -> None:

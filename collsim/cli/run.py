@@ -12,6 +12,7 @@ from collsim.cli import interrupted_status
 from collsim.errors import InputError, OutputError, WorkerLost
 from collsim.scenarios.loader import load_scenario
 from collsim.scenarios.runner import TABLE_FILE, RunOptions, run_scenario
+from collsim.scenarios.shipped import resolve_scenario
 
 MAX_JOBS = 1024  # more local processes than any machine has cores: a typo
 
@@ -22,10 +23,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Run every point of a scenario file and write DIR/results.csv (one row per "
                     "point, written as points finish), DIR/run.json and the scenario's figures. "
                     "An interrupted run keeps a valid table; --resume completes it.")
-    parser.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
+    parser.add_argument("scenario", metavar="SCENARIO.yaml",
+                        help="scenario file, or the name of a shipped one (ring-vs-tree; "
+                             "collsim list names them)")
     parser.add_argument("--out", metavar="DIR", help="output directory, made with its parents "
-                        "if missing; one run at a time may write it "
-                        "(default: results/NAME, or results/NAME-quick with --quick)")
+                        "if missing; one run at a time may write it (default: results/NAME "
+                        "under the current folder, or results/NAME-quick with --quick)")
     parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                         help="local worker processes (default 1; 0 = one per CPU)")
     parser.add_argument("--resume", action="store_true",
@@ -54,9 +57,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--scheduler needs --executor dask", key="--scheduler")
     if args.out is not None and not args.out.strip():
         raise InputError("expected a folder name, got nothing", key="--out")
-    scenario = load_scenario(args.scenario, quick=args.quick)
+    scenario = load_scenario(resolve_scenario(args.scenario), quick=args.quick)
     out = Path(args.out) if args.out else \
         Path("results") / (scenario.name + ("-quick" if args.quick else ""))
+    if not args.out:
+        print(f"note: writing to {Path.cwd() / out} (no --out given)", file=sys.stderr)
     options = RunOptions(out=out, jobs=args.jobs or os.cpu_count() or 1, resume=args.resume,
                          force=args.force, executor=args.executor, scheduler=args.scheduler,
                          figures=not args.no_figures)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from collsim.cli.common import SET_SOURCE
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, parse_override
 from collsim.hardware.shipped import resolve_topology
@@ -43,7 +44,7 @@ def show_topology(args: argparse.Namespace) -> int:
     if args.image:
         _check_image_path(Path(args.image))
     overrides = dict(parse_override(text) for text in args.set)
-    topology = load_topology(resolve_topology(args.file, key="FILE"), overrides)
+    topology = load_topology(resolve_topology(args.file, key="FILE"), overrides, SET_SOURCE)
     print(format_summary(summarize(topology, with_bisection=not args.no_bisection)))
     nccl = format_nccl(topology)
     if nccl is not None:

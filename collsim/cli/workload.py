@@ -5,12 +5,22 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from typing import TYPE_CHECKING, Any
 
 from collsim.cli.common import add_topology_arguments, overrides_from, topology_from_args
-from collsim.cli.recording import add_recording_arguments, check_limit, recording_wanted
+from collsim.cli.recording import (
+    add_recording_arguments,
+    check_limit,
+    recording_wanted,
+    write_trace,
+)
+from collsim.cli.watch import Watch
 from collsim.errors import InputError
 from collsim.units import format_time
 from collsim.workloads.model import Noise
+
+if TYPE_CHECKING:
+    from collsim.workloads.service import ServiceFactory
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -52,19 +62,27 @@ def run(args: argparse.Namespace) -> int:
                          "--isolated", key="--isolated")
     workload = load_workload(args.workload, changes)
     topology = topology_from_args(args)
-    service = None
     if args.isolated:
         from collsim.workloads.service import isolated, simulated
         service = isolated(simulated(topology))
+    else:
+        from collsim.workloads.shared import shared
+        service = shared(topology)
     lines: list[str] = []
+    noisy = workload.noise != Noise()
     if recording_wanted(args):
         result = _recorded(args, workload, topology, lines)
     else:
-        result = run_workload(workload, topology, args.gpus, service)
+        with Watch() as watch:
+            result = run_workload(workload, topology, args.gpus,
+                                  _watched(service, watch, "simulating the step"))
+    if noisy:
+        with Watch() as watch:
+            quiet = run_workload(dataclasses.replace(workload, noise=Noise()), topology,
+                                 args.gpus,
+                                 _watched(service, watch, "simulating the step without noise"))
     extra = {}
-    if workload.noise != Noise():
-        quiet = run_workload(dataclasses.replace(workload, noise=Noise()), topology,
-                             args.gpus, service)
+    if noisy:
         extra = {"quiet_step_s": quiet.step_s, "stretch": result.step_s / quiet.step_s}
         lines.insert(0, f"noise (seed {workload.noise.seed}): the step without it takes "
                         f"{format_time(quiet.step_s)}, stretch {extra['stretch']:.3f}x")
@@ -77,6 +95,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _watched(factory: ServiceFactory, watch: Watch, label: str) -> ServiceFactory:
+    """``factory``, whose services the progress line follows (their simulation, or their
+    clock where calls are timed alone)."""
+
+    def make(env: Any) -> Any:
+        service = factory(env)
+        watch.follow(getattr(service, "simulation", service), label)
+        return service
+
+    return make
+
+
 def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):
     """The step on a recording simulation: its trace file and link report."""
     from collsim.output.linkload import format_link_report
@@ -85,18 +115,19 @@ def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):
     gpus = args.gpus
     if gpus is None and workload.parallelism.data is None:
         gpus = topology.gpus
-    recorded = record_step(workload, topology, gpus)
+    with Watch(label="simulating the step") as watch:
+        recorded = record_step(workload, topology, gpus, watch)
     if recorded.plan.world > topology.gpus:
         raise InputError(f"the workload needs {recorded.plan.world} GPUs; topology "
                          f"'{topology.name}' has {topology.gpus}", key="parallelism")
     if args.trace:
-        step_trace(recorded).write(args.trace, args.trace_limit,
-                                   {"workload": workload.name, "topology": topology.name,
-                                    "gpus": recorded.plan.world})
+        write_trace(step_trace(recorded), args,
+                    {"workload": workload.name, "topology": topology.name,
+                     "gpus": recorded.plan.world})
     if args.link_report or args.link_figure:
         loads = recorded.loads()
         if args.link_report:
-            lines.append(format_link_report(loads, recorded.result.step_s))
+            lines.append(format_link_report(loads, recorded.result.step_s, args.links))
         if args.link_figure:
             from collsim.output.linkfigure import link_figure
             link_figure(loads, recorded.result.step_s, args.link_figure,

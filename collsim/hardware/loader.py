@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from collsim.errors import InputError
+from collsim.errors import InputError, InputErrors
 from collsim.hardware.bases import resolve_bases
 from collsim.hardware.kinds import KINDS
 from collsim.hardware.topology import Topology
@@ -55,11 +55,44 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     return data
 
 
-def topology_from_document(doc: Document, overrides: dict[str, Any] | None = None) -> Topology:
+class OverrideError(InputError):
+    """A problem with a key that an override set: it names where the override came from
+    (``--set`` on the command line) instead of a line of the file it was applied to."""
+
+    def __init__(self, error: InputError, source: str) -> None:
+        self.source = source
+        super().__init__(error.message, file=error.file, key=error.key)
+        self.suggested_key = error.suggested_key
+
+    def __str__(self) -> str:
+        applied = f", applied to {self.file}" if self.file else ""
+        return f"key '{self.key}' (from {self.source}{applied}): {self.message}"
+
+
+def blame_overrides(error: InputError, overrides: dict[str, Any], source: str) -> InputError:
+    """``error`` with each problem in a key that ``overrides`` set (or a key inside it)
+    reported as coming from ``source``; problems in the file's own keys are left as they are."""
+    if isinstance(error, InputErrors):
+        return InputErrors([blame_overrides(e, overrides, source) for e in error.errors])
+    key = error.key or ""
+    if any(key == k or key.startswith((f"{k}.", f"{k}[")) for k in overrides):
+        return OverrideError(error, source)
+    return error
+
+
+def topology_from_document(doc: Document, overrides: dict[str, Any] | None = None,
+                           source: str | None = None) -> Topology:
     """Validate and build the topology a parsed YAML document describes: the document merged
-    over its bases, then ``overrides`` (dotted keys) set on top."""
+    over its bases, then ``overrides`` (dotted keys) set on top. ``source`` says
+    where ``overrides`` came from (``--set on the command line``), for an error in one of
+    their keys; without it such an error names the file."""
     if not isinstance(doc.data, dict):
         raise InputError("a topology file must be a mapping of keys to values", file=doc.file)
+    if overrides and source:
+        try:
+            return topology_from_document(doc, overrides)
+        except InputError as exc:
+            raise blame_overrides(exc, overrides, source) from None
     doc = resolve_bases(doc)
     if overrides:
         doc = dataclasses.replace(doc, data=apply_overrides(doc.data, overrides))
@@ -75,9 +108,10 @@ def topology_from_document(doc: Document, overrides: dict[str, Any] | None = Non
     return topology
 
 
-def load_topology(path: str | Path, overrides: dict[str, Any] | None = None) -> Topology:
-    """Load a topology file, with optional dotted-key overrides."""
-    return topology_from_document(load_yaml(path), overrides)
+def load_topology(path: str | Path, overrides: dict[str, Any] | None = None,
+                  source: str | None = None) -> Topology:
+    """Load a topology file, with optional dotted-key overrides from ``source``."""
+    return topology_from_document(load_yaml(path), overrides, source)
 
 
 def topology_from_text(text: str, overrides: dict[str, Any] | None = None,

@@ -228,10 +228,11 @@ class AutoChoice:
 
 
 def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
-                size: int) -> AutoChoice:
+                size: int, protocol: str | None = None) -> AutoChoice:
     """NCCL's choice of algorithm, protocol and channels for this call among the NCCL
-    algorithms collsim has programs for; InputError when the machine declares no NCCL figures
-    or nothing registered serves the collective."""
+    algorithms collsim has programs for, under ``protocol`` if given (as with NCCL_PROTO set
+    and NCCL_ALGO not); InputError when the machine declares no NCCL figures or nothing
+    registered serves the collective."""
     from collsim.nccl.adapter import nccl_system
     from collsim.nccl.choice import choose
 
@@ -243,18 +244,24 @@ def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
     registered = registered_nccl(collective)
     if not registered:
         program = POINT_TO_POINT.get(collective)
-        if program is not None and _registered(collective, program):
+        if program is not None and _registered(collective, program) \
+                and protocol in (None, TEXTBOOK_PROTOCOL):
             return AutoChoice(program, TEXTBOOK_PROTOCOL, 1)
+        if program is not None and _registered(collective, program):
+            raise InputError(f"auto {collective} runs NCCL's point-to-point program, which "
+                             f"collsim times under {TEXTBOOK_PROTOCOL} only", key="param.protocol")
         raise InputError(f"no NCCL algorithm for {collective} is implemented, so auto has "
                          "nothing to choose from", key="algorithm")
     choice = None
     if collective in _modelled():
         choice = choose(nccl_system(topology, gpus), collective, size,
-                        algorithms=set(registered))
+                        algorithms=set(registered),
+                        protocols=None if protocol is None else {protocol})
     if choice is None:
         # NCCL's tuner says nothing (one rank, alltoall): its first registered program, Simple.
         algorithm = registered[0] if "ring" not in registered else "ring"
-        protocol, channels = nccl_defaults(topology, collective, algorithm, gpus, size)
+        protocol, channels = nccl_defaults(topology, collective, algorithm, gpus, size,
+                                           protocol)
         return AutoChoice(algorithm, protocol, channels)
     return AutoChoice(choice.algorithm, choice.protocol, choice.channels)
 

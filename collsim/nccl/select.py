@@ -12,17 +12,27 @@ from collsim.engine.costs import CostModel
 from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks
 from collsim.hardware.topology import Topology
-from collsim.nccl.call import NCCL_PARAMS, auto_choice, candidates, is_nccl, takes_channels
+from collsim.nccl.call import (
+    NCCL_PARAMS,
+    auto_choice,
+    candidates,
+    check_protocol,
+    is_nccl,
+    takes_channels,
+)
 from collsim.params import COMMON_PARAMS
+from collsim.suggest import did_you_mean
 
 
 def selector_params(algorithm: str, params: dict[str, Any]) -> dict[str, Any]:
-    """The parameters ``auto`` and ``best`` take: the common ones; protocol, channels and
+    """The parameters ``auto`` and ``best`` take: the common ones, and for ``auto`` also
+    ``protocol`` and ``channels`` (NCCL's choice under NCCL_PROTO, run on that many channels);
     algorithm parameters are theirs to choose."""
+    takes = COMMON_PARAMS + (NCCL_PARAMS if algorithm == "auto" else ())
     for name in params:
-        if name not in COMMON_PARAMS:
+        if name not in takes:
             why = "they are what it chooses" if name in NCCL_PARAMS else \
-                f"it takes {', '.join(COMMON_PARAMS)}"
+                f"it takes {', '.join(takes)}{did_you_mean(name, takes)}"
             raise InputError(f"algorithm {algorithm} takes no parameter {name!r}: {why}",
                              key=f"param.{name}")
     return params
@@ -35,14 +45,18 @@ def simulate_selected(topology: Topology, collective: str, selector: str, ranks:
     its plan, recorded as ``algorithm`` = the selector and ``selected`` = what ran."""
     from collsim.simulate import simulate
 
-    params = selector_params(selector, params)
+    params = dict(selector_params(selector, params))
+    protocol = check_protocol(params.pop("protocol", "auto"))
+    channels = params.pop("channels", "auto")
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise InputError(f"ranks must be a positive whole number, got {ranks!r}", key="ranks")
     gpus = place_ranks(topology, ranks, params)
-    auto = auto_choice(topology, collective, gpus, size_bytes)
+    auto = auto_choice(topology, collective, gpus, size_bytes,
+                       None if protocol == "auto" else protocol)
     run_auto = simulate(topology, collective, auto.algorithm, ranks, size_bytes,
-                        _with(params, collective, auto.algorithm, auto.protocol, auto.channels),
-                        costs, observe if selector == "auto" else None)
+                        _with(params, collective, auto.algorithm, auto.protocol,
+                              auto.channels if channels == "auto" else channels),
+                        costs, observe)
     if selector == "auto":
         return replace(run_auto, algorithm="auto", selected=auto.algorithm)
     best = run_auto
@@ -50,7 +64,7 @@ def simulate_selected(topology: Topology, collective: str, selector: str, ranks:
         if (algorithm, protocol) == (auto.algorithm, auto.protocol):
             continue
         result = simulate(topology, collective, algorithm, ranks, size_bytes,
-                          _with(params, collective, algorithm, protocol, "auto"), costs)
+                          _with(params, collective, algorithm, protocol, "auto"), costs, observe)
         if result.time_s < best.time_s:
             best = result
     speedup = run_auto.time_s / best.time_s if best.time_s > 0 else 1.0

@@ -88,17 +88,21 @@ def link_loads(fabric: RecordingFabric) -> list[LinkLoad]:
     return [loads[i] for i in sorted(loads)]
 
 
-def format_link_report(loads: list[LinkLoad], span_s: float, top: int = 10) -> str:
+TOP = 10  # links listed per kind unless the user asks for more (--links)
+
+
+def format_link_report(loads: list[LinkLoad], span_s: float, top: int | None = TOP) -> str:
     """Per group of link kind, hottest first (by busy time, then bytes): the ``top`` links'
-    bytes, busy time, average and peak utilisation and peak concurrent transfers."""
-    from collsim.units import format_size, format_time
+    (every link's if None) bytes moved, busy time, average and peak utilisation and peak
+    concurrent transfers."""
+    from collsim.units import format_bytes, format_time
 
     groups: dict[str, list[LinkLoad]] = {}
     for load in loads:
         groups.setdefault(group_of(load.link), []).append(load)
     lines = [f"link report over {format_time(span_s)}: {len(loads)} directed links carried "
              "bytes"]
-    header = (f"  {'link':<34}{'bytes':>11}{'busy':>11}{'avg util':>10}{'peak util':>11}"
+    header = (f"  {'link':<34}{'moved':>12}{'busy':>11}{'avg util':>10}{'peak util':>11}"
               f"{'peak xfers':>11}")
     order = ["NVLink", "PCIe", "NIC", "leaf-spine"]
     for name in sorted(groups, key=lambda g: (order.index(g) if g in order else 9, g)):
@@ -107,11 +111,12 @@ def format_link_report(loads: list[LinkLoad], span_s: float, top: int = 10) -> s
         lines.append(f"{name}: {len(members)} links, peak utilisation {100 * peak:.0f}%, "
                      f"most concurrent transfers {max(m.peak_transfers for m in members)}")
         lines.append(header)
-        for m in members[:top]:
-            lines.append(f"  {m.link.name:<34}{format_size(int(m.bytes)):>11}"
+        shown = members if top is None else members[:top]
+        for m in shown:
+            lines.append(f"  {m.link.name:<34}{format_bytes(m.bytes):>12}"
                          f"{format_time(m.busy_s):>11}"
                          f"{100 * m.average_utilisation(span_s):>9.1f}%"
                          f"{100 * m.peak_utilisation:>10.1f}%{m.peak_transfers:>11}")
-        if len(members) > top:
-            lines.append(f"  ... {len(members) - top} more")
+        if len(members) > len(shown):
+            lines.append(f"  ... {len(members) - len(shown)} more (--links all lists them)")
     return "\n".join(lines)

@@ -6,8 +6,9 @@ compared with the same job run alone on the same topology (its slowdown)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import simpy
 
@@ -114,12 +115,16 @@ def _start_collective(env: simpy.Environment, service: CollectiveService, job: J
     env.timeout(job.start).callbacks.append(begin)
 
 
-def _run(jobs: tuple[JobSpec, ...], topology: Topology, fabric: type[Fabric] = Fabric
+def _run(jobs: tuple[JobSpec, ...], topology: Topology, fabric: type[Fabric] = Fabric,
+         observe: Callable[[Any], Any] | None = None
          ) -> tuple[dict[str, float], SharedFabric]:
     """Every job of ``jobs`` on one shared fabric; each one's time from its start, and the
-    service (whose simulation's fabric a link report reads)."""
+    service (whose simulation's fabric a link report reads). ``observe``, if given, is
+    called with the simulation before it runs."""
     env = simpy.Environment()
     service = SharedFabric(env, topology, fabric=fabric)
+    if observe is not None:
+        observe(service.simulation)
     launched = {}
     finish: dict[str, float] = {}
     for job in jobs:
@@ -145,21 +150,30 @@ def _run(jobs: tuple[JobSpec, ...], topology: Topology, fabric: type[Fabric] = F
 
 
 def run_jobs(jobs: JobsFile, topology: Topology, fabric: type[Fabric] = Fabric,
-             shared: list[SharedFabric] | None = None) -> list[JobResult]:
+             shared: list[SharedFabric] | None = None,
+             observe: Callable[[Any, str], Any] | None = None) -> list[JobResult]:
     """Each job's time sharing the fabric and alone, in file order. ``fabric`` is the
     Fabric class of the shared run (a RecordingFabric for a link report); its service is
-    appended to ``shared`` if given."""
+    appended to ``shared`` if given. ``observe``, if given, is called with each simulation
+    before it runs and what it simulates (a progress line)."""
+
+    def watched(what: str) -> Callable[[Any], Any] | None:
+        return None if observe is None else lambda simulation: observe(simulation, what)
+
+    runs = len(jobs.jobs) + 1
     for job in jobs.jobs:
         bad = [g for g in job.gpus if g >= topology.gpus]
         if bad:
             raise InputError(f"job '{job.name}' uses GPU {bad[0]}; topology '{topology.name}' "
                              f"has {topology.gpus} GPUs", file=jobs.file, key="gpus")
-    together, service = _run(jobs.jobs, topology, fabric)
+    together, service = _run(jobs.jobs, topology, fabric,
+                             watched(f"jobs sharing the fabric (run 1 of {runs})"))
     if shared is not None:
         shared.append(service)
     results = []
-    for job in jobs.jobs:
-        solo = _run((dataclasses.replace(job, start=0.0),), topology)[0][job.name]
+    for number, job in enumerate(jobs.jobs, 2):
+        solo = _run((dataclasses.replace(job, start=0.0),), topology, Fabric,
+                    watched(f"job {job.name} alone (run {number} of {runs})"))[0][job.name]
         kind = job.what.workload.name if isinstance(job.what, WorkloadJob) else \
             f"{job.what.collective}/{job.what.algorithm} x{job.what.repeat}"
         results.append(JobResult(job.name, kind, len(job.gpus), job.start, together[job.name],

@@ -4,7 +4,9 @@ its sends, receives and combines beside; link utilisation counters) and its link
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import simpy
 
@@ -30,14 +32,17 @@ class RecordedStep:
         return link_loads(self.service.simulation.fabric)  # type: ignore[arg-type]
 
 
-def record_step(workload: Workload, topology: Topology, gpus: int | None = None
-                ) -> RecordedStep:
-    """Plan and run one step on a shared, recording simulation of ``topology``."""
+def record_step(workload: Workload, topology: Topology, gpus: int | None = None,
+                observe: Callable[[Any], Any] | None = None) -> RecordedStep:
+    """Plan and run one step on a shared, recording simulation of ``topology``; ``observe``,
+    if given, is called with the simulation before it runs (a progress line)."""
     if gpus is None and workload.parallelism.data is None:
         gpus = topology.gpus
     plan = build_plan(workload, gpus)
     env = simpy.Environment()
     service = SharedFabric(env, topology, fabric=RecordingFabric, recorder=Recorder(env))
+    if observe is not None:
+        observe(service.simulation)
     launched = launch(plan, env, service)
     env.run()
     service.simulation.check()
