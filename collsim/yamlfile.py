@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ KeyPath = tuple[Any, ...]
 MAX_YAML_BYTES = 4 * 2**20
 MAX_YAML_VALUES = 100_000  # values once aliases are expanded, each use of an alias counted
 MAX_YAML_DEPTH = 64  # levels of nested mappings and lists
+MAX_INT_DIGITS = 1_000  # digits of an integer, far below Python's limit on converting text
+INT_TAG = "tag:yaml.org,2002:int"
 
 
 @dataclass
@@ -56,6 +59,8 @@ def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], file: str) 
         seen: set[Any] = set()
         for key_node, value_node in node.value:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
+            if isinstance(key_node, yaml.ScalarNode):
+                _check_digits(key_node, path + (key[:20],), file)
             if key in seen:
                 raise InputError(
                     "duplicate key", file=file, key=dotted(path + (key,)),
@@ -68,6 +73,8 @@ def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], file: str) 
         for index, item in enumerate(node.value):
             lines[path + (index,)] = item.start_mark.line + 1
             _walk(item, path + (index,), lines, file)
+    else:
+        _check_digits(node, path, file)
 
 
 def parse_yaml(text: str, file: str = "<string>") -> Document:
@@ -82,11 +89,11 @@ def parse_yaml(text: str, file: str = "<string>") -> Document:
         node = loader.get_single_node()
         if node is not None:
             _check_expansion(node, file)
-        data = loader.construct_document(node) if node is not None else None
         lines: dict[KeyPath, int] = {}
         if node is not None:
             lines[()] = node.start_mark.line + 1
-            _walk(node, (), lines, file)
+            _walk(node, (), lines, file)  # before constructing: it refuses what cannot be
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -143,6 +150,17 @@ def _check_expansion(root: yaml.Node, file: str) -> None:
         return total
 
     size(root, 0)
+
+
+def _check_digits(node: yaml.Node, path: KeyPath, file: str) -> None:
+    """Refuse a scalar the safe loader would read as an integer of more digits than Python
+    converts (``sys.get_int_max_str_digits()``, 4,300 by default): it would end in a
+    ValueError inside the loader. No count, size or rank of collsim comes near 20 digits."""
+    limit = sys.get_int_max_str_digits() or MAX_INT_DIGITS
+    if node.tag == INT_TAG and len(node.value) > min(limit, MAX_INT_DIGITS):
+        raise InputError(f"an integer of {len(node.value):,} digits; collsim reads integers "
+                         f"of at most {min(limit, MAX_INT_DIGITS):,} digits",
+                         file=file, key=dotted(path) or None, line=node.start_mark.line + 1)
 
 
 def read_text(path: str | Path, what: str = "file", limit: int = MAX_YAML_BYTES) -> str:
