@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -11,6 +12,7 @@ import threading
 
 from collsim import __version__
 from collsim.errors import InputError, SimulationError, WorkerLost
+from collsim.output.files import FULL
 
 # Each module has add_parser(subparsers) and sets ``func`` on its parser.
 COMMANDS = ["estimate", "run", "plot", "crossover", "compare", "calibrate", "topo", "list",
@@ -51,6 +53,17 @@ def main(argv: list[str] | None = None) -> int:
         # killed by SIGPIPE would; point stdout at /dev/null so the flush at exit is silent.
         _silence_stdout()
         return 128 + signal.SIGPIPE
+    except OSError as exc:
+        # Every file collsim writes goes through collsim.output.files (an OutputError, exit
+        # 2); a write that fails out here is standard output's (> /dev/full, a full disk).
+        if exc.errno not in FULL + (errno.EIO,):
+            raise
+        where = _stdout_name()
+        _silence_stdout()
+        print(f"collsim: error: cannot write standard output{where}: "
+              f"{exc.strerror or exc}; what it shows is cut short (files collsim wrote are "
+              f"whole)", file=sys.stderr)
+        return 2
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -81,6 +94,14 @@ def _dispatch(argv: list[str] | None) -> int:
 def interrupted_status(exc: KeyboardInterrupt) -> int:
     """128 + the signal's number, as a shell reports a process a signal ended."""
     return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+
+
+def _stdout_name() -> str:
+    """' (/dev/full)': the file standard output goes to, where Linux's /proc says."""
+    try:
+        return f" ({os.readlink(f'/proc/self/fd/{sys.stdout.fileno()}')})"
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def _silence_stdout() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from collsim.errors import InputError
+from collsim.output.files import check_figure_name
 from collsim.units import UnitError, parse_time
 
 
@@ -34,6 +35,9 @@ def recording_wanted(args: argparse.Namespace) -> bool:
 
 
 def check_limit(args: argparse.Namespace) -> None:
+    """Refuse a bad --trace-limit or --link-figure name before anything is simulated."""
+    if args.link_figure:
+        check_figure_name(args.link_figure, "--link-figure")
     if args.trace_limit < 1:
         raise InputError(f"--trace-limit must be positive, got {args.trace_limit}",
                          key="--trace-limit")
