@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import yaml
 
 from collsim.errors import InputError
+from collsim.units import MAX_DIGITS
 
 KeyPath = tuple[Any, ...]
 
@@ -20,7 +20,6 @@ KeyPath = tuple[Any, ...]
 MAX_YAML_BYTES = 4 * 2**20
 MAX_YAML_VALUES = 100_000  # values once aliases are expanded, each use of an alias counted
 MAX_YAML_DEPTH = 64  # levels of nested mappings and lists
-MAX_INT_DIGITS = 1_000  # digits of an integer, far below Python's limit on converting text
 INT_TAG = "tag:yaml.org,2002:int"
 
 
@@ -153,13 +152,11 @@ def _check_expansion(root: yaml.Node, file: str) -> None:
 
 
 def _check_digits(node: yaml.Node, path: KeyPath, file: str) -> None:
-    """Refuse a scalar the safe loader would read as an integer of more digits than Python
-    converts (``sys.get_int_max_str_digits()``, 4,300 by default): it would end in a
-    ValueError inside the loader. No count, size or rank of collsim comes near 20 digits."""
-    limit = sys.get_int_max_str_digits() or MAX_INT_DIGITS
-    if node.tag == INT_TAG and len(node.value) > min(limit, MAX_INT_DIGITS):
+    """Refuse a scalar the safe loader would read as an integer of more than MAX_DIGITS
+    digits: above Python's limit (4,300) it would end in a ValueError inside the loader."""
+    if node.tag == INT_TAG and len(node.value) > MAX_DIGITS:
         raise InputError(f"an integer of {len(node.value):,} digits; collsim reads integers "
-                         f"of at most {min(limit, MAX_INT_DIGITS):,} digits",
+                         f"of at most {MAX_DIGITS:,} digits",
                          file=file, key=dotted(path) or None, line=node.start_mark.line + 1)
 
 

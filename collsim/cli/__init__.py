@@ -6,9 +6,11 @@ import argparse
 import errno
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
+from typing import NoReturn
 
 from collsim import __version__
 from collsim.errors import InputError, SimulationError, WorkerLost
@@ -19,8 +21,16 @@ COMMANDS = ["estimate", "run", "plot", "crossover", "compare", "calibrate", "top
             "workload", "jobs"]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, its error messages kept to a paragraph: a value it quotes (an
+    integer of thousands of digits given as --ranks) is shortened."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(re.sub(r"'([^']{60})[^']{4,}'", r"'\1...'", message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="collsim",
         description="Simulate collective communication (allreduce, allgather, ...) on GPU "
                     "clusters.")

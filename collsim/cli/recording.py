@@ -57,6 +57,7 @@ def straggler_arguments(args: argparse.Namespace) -> tuple[float, list[tuple[int
                 raise ValueError
             late.append((int(rank), parse_time(delay)))
         except (ValueError, UnitError):
-            raise InputError(f"expected RANK=TIME such as 3=2ms, got {text!r}",
+            shown = text if len(text) <= 60 else f"{text[:57]}..."
+            raise InputError(f"expected RANK=TIME such as 3=2ms, got {shown!r}",
                              key="--late") from None
     return spread, late
