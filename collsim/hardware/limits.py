@@ -11,17 +11,27 @@
   fully connected machine of 2,048 GPUs (4.19 million links) builds in 5 s and 0.9 GB.
 
 (Figures from ``python -c`` builds with ``load_topology`` on a 2-core machine, peak RSS.)
+
+A machine of ``MAX_GPUS`` builds, but one collective call is simulated on at most
+``MAX_CALL_RANKS`` = 16,384 of its GPUs, on every path (a named algorithm, ``auto``, ``best``):
+a 1 MiB ring allreduce on 16,384 GPUs of ``h100-cluster`` takes 73 s and 0.26 GB, and a ring
+costs four times as much per doubling of its ranks (2(p - 1) steps of p transfers), so 32,768
+ranks take about 5 minutes and 131,072 more than an hour; ``auto`` and ``best`` at 131,072
+ranks ran out of memory at 3.6 GB. Several jobs or a workload's groups may together use the
+whole machine. (Measured with ``collsim estimate`` under ``nice`` on a shared 2-core machine.)
 """
 
 from __future__ import annotations
 
 import math
 
+from collsim.errors import InputError
 from collsim.yamlfile import Document, KeyPath
 
 MAX_GPUS = 131_072
 MAX_GPUS_PER_NODE = 1_024
 MAX_LINKS = 4_194_304
+MAX_CALL_RANKS = 16_384
 
 
 def count_text(n: int) -> str:
@@ -46,3 +56,12 @@ def check_links(doc: Document, path: KeyPath, links: int, what: str = "the machi
     if links > MAX_LINKS:
         raise doc.error(path, f"{what} has {count_text(links)} links (one per direction), "
                         f"more than collsim builds: at most {count_text(MAX_LINKS)}")
+
+
+def check_call_ranks(ranks: int) -> None:
+    """Refuse one call on more than ``MAX_CALL_RANKS`` ranks, before anything is built."""
+    if ranks > MAX_CALL_RANKS:
+        raise InputError(f"{count_text(ranks)} ranks in one call: collsim simulates a call on "
+                         f"at most {count_text(MAX_CALL_RANKS)} ranks (a 1 MiB ring there takes "
+                         f"about a minute; each doubling of the ranks four times as long), "
+                         f"on machines of up to {count_text(MAX_GPUS)} GPUs", key="ranks")
