@@ -219,7 +219,7 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
 
     algorithm = canonical_algorithm(collective, algorithm)
     if isinstance(ranks, int) and ranks <= topology.gpus:  # else make_call says it does not fit
-        check_call_ranks(ranks)  # every path, auto and best too, before anything is built
+        check_call_ranks(ranks, algorithm in SELECTORS)  # before anything is built
     if algorithm in SELECTORS:
         from collsim.nccl.select import simulate_selected
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from collsim.cli import main
-from collsim.hardware.limits import MAX_CALL_RANKS
+from collsim.hardware.limits import MAX_CALL_RANKS, MAX_SELECTED_RANKS
 from collsim.output import files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,9 +132,10 @@ def test_integers_of_thousands_of_digits(tmp_path, capsys):
 
 @pytest.mark.parametrize("algorithm", ["ring", "auto", "best"])
 def test_a_call_larger_than_collsim_simulates_is_refused_up_front(capsys, algorithm):
-    ranks = 2 * MAX_CALL_RANKS
+    limit = MAX_CALL_RANKS if algorithm == "ring" else MAX_SELECTED_RANKS
+    ranks = 2 * limit
     started = time.monotonic()
     err = fails_cleanly(capsys, "estimate", "--topology", SWITCH, "--set", f"gpus={ranks}",
                         "-c", "allreduce", "-a", algorithm, "-p", ranks, "-s", "1MiB")
     assert time.monotonic() - started < 20
-    assert f"{ranks:,} ranks in one call" in err and f"at most {MAX_CALL_RANKS:,}" in err
+    assert f"{ranks:,} ranks in one call" in err and f"at most {limit:,} ranks" in err

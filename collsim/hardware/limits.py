@@ -12,13 +12,20 @@
 
 (Figures from ``python -c`` builds with ``load_topology`` on a 2-core machine, peak RSS.)
 
-A machine of ``MAX_GPUS`` builds, but one collective call is simulated on at most
-``MAX_CALL_RANKS`` = 16,384 of its GPUs, on every path (a named algorithm, ``auto``, ``best``):
-a 1 MiB ring allreduce on 16,384 GPUs of ``h100-cluster`` takes 73 s and 0.26 GB, and a ring
-costs four times as much per doubling of its ranks (2(p - 1) steps of p transfers), so 32,768
-ranks take about 5 minutes and 131,072 more than an hour; ``auto`` and ``best`` at 131,072
-ranks ran out of memory at 3.6 GB. Several jobs or a workload's groups may together use the
-whole machine. (Measured with ``collsim estimate`` under ``nice`` on a shared 2-core machine.)
+A machine of ``MAX_GPUS`` builds, but one collective call is simulated on fewer of its GPUs,
+refused up front on each path (measured with ``collsim estimate`` under ``nice`` on a shared
+2-core machine, a 1 MiB allreduce on ``h100-cluster``):
+
+- a named algorithm: ``MAX_CALL_RANKS`` = 16,384 ranks. The ring there takes 73 s and
+  0.26 GB, and four times as long per doubling of its ranks (2(p - 1) steps of p
+  transfers): 32,768 ranks about 5 minutes, 131,072 more than an hour. Algorithms that
+  simulate every transfer (trees, hash ECMP) take longer at the same size; progress shows.
+- ``auto`` and ``best``: ``MAX_SELECTED_RANKS`` = 4,096 ranks. ``auto`` picks NCCL's
+  16-channel tree there and takes 117 s and 0.6 GB; at 16,384 ranks it had not finished
+  after 300 s, and at 131,072 it ran out of memory at 3.6 GB. ``best`` simulates each of
+  NCCL's candidates, so it takes several times as long.
+
+Several jobs or a workload's groups may together use the whole machine.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ MAX_GPUS = 131_072
 MAX_GPUS_PER_NODE = 1_024
 MAX_LINKS = 4_194_304
 MAX_CALL_RANKS = 16_384
+MAX_SELECTED_RANKS = 4_096
 
 
 def count_text(n: int) -> str:
@@ -58,10 +66,14 @@ def check_links(doc: Document, path: KeyPath, links: int, what: str = "the machi
                         f"more than collsim builds: at most {count_text(MAX_LINKS)}")
 
 
-def check_call_ranks(ranks: int) -> None:
-    """Refuse one call on more than ``MAX_CALL_RANKS`` ranks, before anything is built."""
-    if ranks > MAX_CALL_RANKS:
+def check_call_ranks(ranks: int, selected: bool = False) -> None:
+    """Refuse one call on more ranks than its path simulates in a couple of minutes
+    (``selected``: ``auto`` or ``best``), before anything is built."""
+    limit = MAX_SELECTED_RANKS if selected else MAX_CALL_RANKS
+    if ranks > limit:
+        how = ("auto and best simulate NCCL's choices, trees of 16 channels: 117 s at 4,096 "
+               "ranks; name an algorithm for up to 16,384" if selected else
+               "a 1 MiB ring there takes about a minute, and four times as long per doubling")
         raise InputError(f"{count_text(ranks)} ranks in one call: collsim simulates a call on "
-                         f"at most {count_text(MAX_CALL_RANKS)} ranks (a 1 MiB ring there takes "
-                         f"about a minute; each doubling of the ranks four times as long), "
-                         f"on machines of up to {count_text(MAX_GPUS)} GPUs", key="ranks")
+                         f"at most {count_text(limit)} ranks on this path ({how})",
+                         key="ranks")
