@@ -5,6 +5,10 @@ earlier calibrated file is kept as it was."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +108,40 @@ def test_a_call_that_simulates_to_no_time_is_refused_not_fitted(tmp_path, capsys
                         "--out", out, "--fixed-picks")
     assert f"{log}:1: the allreduce of 8 bytes on 8 rank(s) simulates to 0 s" in err
     assert not out.exists()
+
+
+def handles_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has a SIGTERM handler (Linux's /proc status, SigCgt mask)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc")
+@pytest.mark.parametrize(("signal_name", "after"), [("SIGTERM", 0.0), ("SIGTERM", 2.0),
+                                                   ("SIGKILL", 2.0)])
+def test_calibrate_killed_mid_fit_keeps_the_old_file(tmp_path, signal_name, after):
+    """The fit takes a minute; a signal during it, or while the command line is still being
+    read (``after`` 0), leaves the previous calibrated file as it was and no temporary file
+    (the new one is written whole, at the end, or not at all)."""
+    out = tmp_path / "calibrated.yaml"
+    out.write_text("# an earlier calibration\n")
+    child = subprocess.Popen([sys.executable, "-m", "collsim", "calibrate", "--measured", LOG,
+                              "--topology", "dgx-h100", "--out", out, "--fixed-picks"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not handles_sigterm(child.pid):  # collsim's main() has started
+        assert child.poll() is None and time.monotonic() < deadline, child.communicate()
+        time.sleep(0.05)
+    time.sleep(after)  # 2 s: reading, picking, fitting; well before the file is written
+    assert child.poll() is None, child.communicate()
+    child.send_signal(getattr(signal, signal_name))
+    _, err = child.communicate(timeout=30)
+    assert "Traceback" not in err
+    if signal_name == "SIGTERM":
+        assert child.returncode == 143 and "interrupted" in err
+    else:
+        assert child.returncode == -signal.SIGKILL
+    assert out.read_text() == "# an earlier calibration\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calibrated.yaml"]

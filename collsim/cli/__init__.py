@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         # killed by SIGPIPE would; point stdout at /dev/null so the flush at exit is silent.
         _silence_stdout()
         return 128 + signal.SIGPIPE
+    except KeyboardInterrupt as exc:  # while the parser imports the commands, before _dispatch
+        print("collsim: interrupted", file=sys.stderr)
+        return interrupted_status(exc)
     except OSError as exc:
         # Every file collsim writes goes through collsim.output.files (an OutputError, exit
         # 2); a write that fails out here is standard output's (> /dev/full, a full disk).
