@@ -44,7 +44,10 @@ def check_limit(args: argparse.Namespace) -> None:
 
 
 def straggler_arguments(args: argparse.Namespace) -> tuple[float, list[tuple[int, float]]]:
-    """(spread, [(rank, delay)]) from --skew and --late; bad values are InputErrors."""
+    """(spread, [(rank, delay)]) from --skew and --late; bad values (and a negative
+    --seed, which numpy's generator refuses with a ValueError) are InputErrors."""
+    if args.seed < 0:
+        raise InputError(f"must be 0 or more, got {args.seed}", key="--seed")
     try:
         spread = parse_time(args.skew)
     except UnitError as exc:
