@@ -53,7 +53,8 @@ def check_plan(workload: Workload, layout: Layout) -> None:
     else:
         key = "model.layers"
         why = f"{count_text(workload.model.layers // par.pipeline)} layers per stage"
-    raise InputError(f"one step on {count_text(layout.world)} GPUs would plan about "
+    about = "" if count_text(total).startswith("about") else "about "
+    raise InputError(f"one step on {count_text(layout.world)} GPUs would plan {about}"
                      f"{count_text(total)} tasks ({why}); collsim plans at most "
                      f"{count_text(MAX_PLAN_TASKS)} (4 million take about 100 s and 1.5 GB "
                      f"to plan)", file=workload.file, key=key,
