@@ -118,3 +118,13 @@ def test_nan_in_a_jobs_file_is_named(tmp_path, capsys):
     err = fails_quickly(capsys, "jobs", path, "--topology", "h100-cluster", "--set", "nodes=16")
     assert f"{path}:{line_of(JOBS, 'start: 1ms')}, key 'jobs[1].start'" in err
     assert "finite" in err
+
+
+def test_a_negative_rank_in_noise_offsets_is_named(tmp_path, capsys):
+    """Rank -1 would silently delay the last rank (Python's negative index)."""
+    path = tmp_path / "noise.yaml"
+    path.write_text(DP + "noise: {offsets: {-1: 1ms}}\n")
+    err = fails_quickly(capsys, "workload", path, "--topology", "switch-64", "--gpus", "8",
+                        "--isolated")
+    assert f"{path}:{len(DP.splitlines()) + 1}, key 'noise.offsets.-1'" in err
+    assert "rank -1 is not one of the step's 8 ranks" in err

@@ -102,7 +102,7 @@ def build_plan(workload: Workload, gpus: int | None = None) -> Plan:
     layout = build_layout(workload, gpus)
     check_plan(workload, layout)  # before any task is built: an enormous step is refused
     for rank, _ in workload.noise.offsets:
-        if rank >= layout.world:
+        if not 0 <= rank < layout.world:
             raise InputError(f"rank {rank} is not one of the step's {layout.world} ranks",
                              file=workload.file, key=f"noise.offsets.{rank}",
                              line=workload.lines.get(("noise", "offsets")))
