@@ -3,8 +3,9 @@ and key, plus typed readers for quantities (sizes, bandwidths, times) at a key p
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import jsonschema
@@ -62,7 +63,7 @@ def _describe(error: jsonschema.ValidationError, doc: Document) -> list[InputErr
 def validate(doc: Document, schema: dict[str, Any]) -> None:
     """Raise InputErrors listing every way ``doc.data`` breaks ``schema``, in file order."""
     validator = jsonschema.Draft202012Validator(schema)
-    problems: list[InputError] = []
+    problems: list[InputError] = list(_non_finite(doc, doc.data, ()))
     for error in validator.iter_errors(doc.data):
         problems.extend(_describe(error, doc))
     # A misspelt required key is reported once, as the unknown key with its suggestion.
@@ -72,6 +73,19 @@ def validate(doc: Document, schema: dict[str, Any]) -> None:
     if problems:
         problems.sort(key=lambda e: (e.line or 0, e.key or ""))
         raise problems[0] if len(problems) == 1 else InputErrors(problems)
+
+
+def _non_finite(doc: Document, data: Any, path: KeyPath) -> Iterator[InputError]:
+    """Every NaN or infinity (YAML's .nan, .inf) in ``data``: a schema's minimum and maximum
+    let NaN through (it compares false with everything), and no collsim value may be one."""
+    if isinstance(data, float) and not math.isfinite(data):
+        yield doc.error(path, f"expected a finite number, got {data!r}")
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield from _non_finite(doc, value, path + (key,))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _non_finite(doc, value, path + (index,))
 
 
 def at(data: Any, path: KeyPath, default: Any = None) -> Any:

@@ -11,6 +11,7 @@ from collsim.collectives import COLLECTIVES
 from collsim.engine.costs import IDEAL, CostModel, path_costs
 from collsim.engine.timing import TimingEngine
 from collsim.errors import InputError
+from collsim.hardware.limits import check_call_ranks
 from collsim.hardware.placement import place_ranks, ring_order
 from collsim.hardware.topology import Topology
 from collsim.nccl.call import (
@@ -220,6 +221,8 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
 
     algorithm = canonical_algorithm(collective, algorithm)
+    if isinstance(ranks, int) and ranks <= topology.gpus:  # else make_call says it does not fit
+        check_call_ranks(ranks, algorithm in SELECTORS)  # before anything is built
     if algorithm in SELECTORS:
         from collsim.nccl.select import simulate_selected
 

@@ -37,8 +37,22 @@ TIME_RANGE = (1e-12, 1.0)       # seconds, both ends allowed, and 0
 _NUMBER_UNIT = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z/]*)\s*$")
 
 
+# Digits of the longest integer collsim reads from text. Python refuses to convert more than
+# 4,300 (sys.get_int_max_str_digits) with a ValueError; no count, size or rank comes near 20.
+MAX_DIGITS = 1_000
+
+
 class UnitError(ValueError):
     """A quantity that does not parse; the message says what was expected."""
+
+
+def whole_number(text: str, what: str = "whole number") -> int:
+    """The integer the decimal digits ``text`` spell, refused above :data:`MAX_DIGITS`."""
+    digits = text.strip().lstrip("+-")
+    if len(digits) > MAX_DIGITS:
+        raise UnitError(f"expected a {what}, got an integer of {len(digits):,} digits (at most "
+                        f"{MAX_DIGITS:,})")
+    return int(text)
 
 
 def _split(text: object, what: str, units: dict[str, float]) -> tuple[float, str]:

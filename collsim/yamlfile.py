@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from collsim.errors import InputError
+from collsim.units import MAX_DIGITS
 
 KeyPath = tuple[Any, ...]
 
@@ -19,6 +20,7 @@ KeyPath = tuple[Any, ...]
 MAX_YAML_BYTES = 4 * 2**20
 MAX_YAML_VALUES = 100_000  # values once aliases are expanded, each use of an alias counted
 MAX_YAML_DEPTH = 64  # levels of nested mappings and lists
+INT_TAG = "tag:yaml.org,2002:int"
 
 
 @dataclass
@@ -73,6 +75,8 @@ def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], file: str) 
         seen: set[Any] = set()
         for key_node, value_node in node.value:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
+            if isinstance(key_node, yaml.ScalarNode):
+                _check_digits(key_node, path + (key[:20],), file)
             if key in seen:
                 raise InputError(
                     "duplicate key", file=file, key=dotted(path + (key,)),
@@ -85,6 +89,8 @@ def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], file: str) 
         for index, item in enumerate(node.value):
             lines[path + (index,)] = item.start_mark.line + 1
             _walk(item, path + (index,), lines, file)
+    else:
+        _check_digits(node, path, file)
 
 
 def parse_yaml(text: str, file: str = "<string>") -> Document:
@@ -99,11 +105,11 @@ def parse_yaml(text: str, file: str = "<string>") -> Document:
         node = loader.get_single_node()
         if node is not None:
             _check_expansion(node, file)
-        data = loader.construct_document(node) if node is not None else None
         lines: dict[KeyPath, int] = {}
         if node is not None:
             lines[()] = node.start_mark.line + 1
-            _walk(node, (), lines, file)
+            _walk(node, (), lines, file)  # before constructing: it refuses what cannot be
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -160,6 +166,15 @@ def _check_expansion(root: yaml.Node, file: str) -> None:
         return total
 
     size(root, 0)
+
+
+def _check_digits(node: yaml.Node, path: KeyPath, file: str) -> None:
+    """Refuse a scalar the safe loader would read as an integer of more than MAX_DIGITS
+    digits: above Python's limit (4,300) it would end in a ValueError inside the loader."""
+    if node.tag == INT_TAG and len(node.value) > MAX_DIGITS:
+        raise InputError(f"an integer of {len(node.value):,} digits; collsim reads integers "
+                         f"of at most {MAX_DIGITS:,} digits",
+                         file=file, key=dotted(path) or None, line=node.start_mark.line + 1)
 
 
 def read_text(path: str | Path, what: str = "file", limit: int = MAX_YAML_BYTES) -> str:

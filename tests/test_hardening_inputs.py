@@ -215,3 +215,16 @@ def test_an_empty_out_is_refused_rather_than_the_current_folder(tmp_path, capsys
     before = sorted(p.name for p in tmp_path.iterdir())
     assert "--out" in fails_cleanly(capsys, command, target, "--out", "")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize(("option", "value", "expected"), [
+    ("--seed", "-5", "key '--seed': must be 0 or more"),
+    ("--skew", "nan", "key '--skew': expected a time"),
+    ("--skew", "1e300", "key '--skew': a time must lie between"),
+    ("--late", "1=nan", "key '--late': expected RANK=TIME"),
+    ("--late", "99=1ms", "rank 99 is not one of the call's ranks 0..1"),
+])
+def test_bad_stragglers(capsys, option, value, expected):
+    extra = ["--skew", "1us"] if option == "--seed" else []
+    err = fails_cleanly(capsys, *ESTIMATE, "--topology", SWITCH, *extra, option, value)
+    assert expected in err

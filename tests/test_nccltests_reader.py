@@ -206,7 +206,7 @@ ROW_LINE = LOG.split("\n").index(ROWS.split("\n")[1]) + 1  # the 32-byte row
     (broken("          32             8", "          32           8.5"), ROW_LINE, "count"),
     (broken("    20.50    0.00    0.00      0", "    20.50    0.00    0.00"), ROW_LINE,
      "12 fields"),
-    (broken("20.50", "-20.50"), ROW_LINE, "0 or more"),
+    (broken("20.50", "-20.50"), ROW_LINE, "a number from 0 to 1e+12 us"),
     (ROWS, 1, "no nccl-tests column header"),
     (HEADER + FOOTER, 10, "no rows"),
 ])

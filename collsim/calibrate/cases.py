@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collsim.calibrate.predict import Pick, pick, runnable, with_figures
+from collsim.calibrate.predict import Pick, calibrated, pick, runnable, with_figures
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology
 from collsim.hardware.topology import Topology
@@ -104,6 +104,10 @@ def case_from_run(run: Run, preset: Path, overrides: dict[str, Any] | None = Non
         seen.setdefault(int(r["size_bytes"]), float(r["time_s"]))
     sizes = sorted(seen)
     coll = str(rows[0]["collective"])
+    if coll not in calibrated():
+        raise InputError(f"the run is of {coll}, for which collsim has no program NCCL would "
+                         f"run; measured logs may be of {', '.join(calibrated())}",
+                         file=run.file, line=run.line)
     algorithm, protocol = _environment(run, coll, algorithm, protocol)
     logged = [_logged(run, topology, coll, s, gpus) for s in sizes]
     picks = [chosen or pick(topology, coll, s, gpus, algorithm, protocol)

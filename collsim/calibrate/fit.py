@@ -22,6 +22,7 @@ import numpy as np
 from collsim.calibrate.cases import Case, repicked
 from collsim.calibrate.figures import FIGURES, _launch, apply, calibrated, resolved
 from collsim.calibrate.predict import simulate_pick, with_figures
+from collsim.errors import InputError
 from collsim.hardware.machine import NcclFigures
 from collsim.nccl.names import PROTOCOLS
 
@@ -123,7 +124,22 @@ class Model:
         return self.cache[key] + np.array(extra)
 
     def residuals(self, u: np.ndarray) -> np.ndarray:
-        return np.log(self.times(u)) - self.measured
+        times = self.times(u)
+        if not np.all(times > 0):  # a log of 0 would make every later step NaN
+            self._refuse(times)
+        return np.log(times) - self.measured
+
+    def _refuse(self, times: np.ndarray) -> None:
+        """Name the first point whose simulated time has no logarithm (a call that moves
+        nothing, as on one rank): the fit compares log times and cannot use it."""
+        at = int(np.flatnonzero(~(times > 0))[0])
+        for case in self.cases:
+            if at < len(case.sizes):
+                raise InputError(f"the {case.collective} of {case.sizes[at]} bytes on "
+                                 f"{case.ranks} rank(s) simulates to {times[at]:g} s; "
+                                 f"calibration fits the logarithm of each time and needs "
+                                 f"calls that take time (two ranks or more)", file=case.label)
+            at -= len(case.sizes)
 
     def jacobian(self, u: np.ndarray, low: np.ndarray, high: np.ndarray,
                  unseen: Sequence[int] = ()) -> np.ndarray:

@@ -64,6 +64,12 @@ def runnable(collective: str) -> tuple[str, ...]:
     return tuple(registered_nccl(collective))
 
 
+def calibrated() -> tuple[str, ...]:
+    """The collectives :func:`pick` can choose a program for."""
+    return tuple(c for c in COLLECTIVES if runnable(c)
+                 or any((c, name) in REGISTRY for name in P2P))
+
+
 def pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
          algorithm: str = "auto", protocol: str | None = None) -> Pick:
     """NCCL's pick for the call on ``gpus``; ``algorithm``/``protocol`` restrict it as
@@ -82,7 +88,11 @@ def pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
         if choice is not None:
             return Pick(choice.algorithm, choice.protocol, choice.channels, choice.time)
     if not algorithms:  # alltoall: NCCL's grouped send/receive, under Simple's costs
-        fallback = next(name for name in P2P if (collective, name) in REGISTRY)
+        fallback = next((name for name in P2P if (collective, name) in REGISTRY), None)
+        if fallback is None:
+            raise InputError(f"collsim has no program for what NCCL runs as {collective}; "
+                             f"measured logs may be of {', '.join(calibrated())}",
+                             key="collective")
         return Pick(fallback, "Simple", None)
     if algorithm == "auto" and protocol is None:
         chosen = auto_choice(topology, collective, gpus, size)

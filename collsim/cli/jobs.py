@@ -8,6 +8,7 @@ import json
 from collsim.cli.common import add_topology_arguments, topology_from_args
 from collsim.cli.recording import add_link_report_arguments
 from collsim.cli.watch import Watch
+from collsim.output.files import check_figure_name
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from collsim.workloads.jobs import format_jobs, run_jobs
     from collsim.workloads.jobsfile import load_jobs
 
+    if args.link_figure:
+        check_figure_name(args.link_figure, "--link-figure")
     jobs = load_jobs(args.jobs)
     topology = topology_from_args(args)
     recording = bool(args.link_report or args.link_figure)

@@ -15,7 +15,7 @@ from collsim.cli.common import resolve_topology_path
 from collsim.errors import InputError
 from collsim.hardware.loader import parse_override
 from collsim.nccltests import read_logs
-from collsim.output.files import replace_text
+from collsim.output.files import check_figure_name, replace_text
 from collsim.units import format_size, format_time
 
 MIN_SIZE = 2**20  # the summary's second line: sizes of 1 MiB and more
@@ -50,6 +50,8 @@ def cases_from_args(args: argparse.Namespace) -> tuple[Path, list]:
 
 
 def run_measured(args: argparse.Namespace) -> int:
+    if args.plot:
+        check_figure_name(args.plot, "--plot")
     preset, cases = cases_from_args(args)
     points = []
     for case in cases:

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from collsim.errors import InputError
+from collsim.output.files import check_figure_name
 from collsim.output.linkload import TOP
 from collsim.units import UnitError, parse_time
 
@@ -71,13 +72,19 @@ def recording_wanted(args: argparse.Namespace) -> bool:
 
 
 def check_limit(args: argparse.Namespace) -> None:
+    """Refuse a bad --trace-limit or --link-figure name before anything is simulated."""
+    if args.link_figure:
+        check_figure_name(args.link_figure, "--link-figure")
     if args.trace_limit < 1:
         raise InputError(f"--trace-limit must be positive, got {args.trace_limit}",
                          key="--trace-limit")
 
 
 def straggler_arguments(args: argparse.Namespace) -> tuple[float, list[tuple[int, float]]]:
-    """(spread, [(rank, delay)]) from --skew and --late; bad values are InputErrors."""
+    """(spread, [(rank, delay)]) from --skew and --late; bad values (and a negative
+    --seed, which numpy's generator refuses with a ValueError) are InputErrors."""
+    if args.seed < 0:
+        raise InputError(f"must be 0 or more, got {args.seed}", key="--seed")
     try:
         spread = parse_time(args.skew)
     except UnitError as exc:
@@ -90,6 +97,7 @@ def straggler_arguments(args: argparse.Namespace) -> tuple[float, list[tuple[int
                 raise ValueError
             late.append((int(rank), parse_time(delay)))
         except (ValueError, UnitError):
-            raise InputError(f"expected RANK=TIME such as 3=2ms, got {text!r}",
+            shown = text if len(text) <= 60 else f"{text[:57]}..."
+            raise InputError(f"expected RANK=TIME such as 3=2ms, got {shown!r}",
                              key="--late") from None
     return spread, late

@@ -11,17 +11,35 @@
   fully connected machine of 2,048 GPUs (4.19 million links) builds in 5 s and 0.9 GB.
 
 (Figures from ``python -c`` builds with ``load_topology`` on a 2-core machine, peak RSS.)
+
+A machine of ``MAX_GPUS`` builds, but one collective call is simulated on fewer of its GPUs,
+refused up front on each path (measured with ``collsim estimate`` under ``nice`` on a shared
+2-core machine, a 1 MiB allreduce on ``h100-cluster``):
+
+- a named algorithm: ``MAX_CALL_RANKS`` = 16,384 ranks. The ring there takes 73 s and
+  0.26 GB, and four times as long per doubling of its ranks (2(p - 1) steps of p
+  transfers): 32,768 ranks about 5 minutes, 131,072 more than an hour. Algorithms that
+  simulate every transfer (trees, hash ECMP) take longer at the same size; progress shows.
+- ``auto`` and ``best``: ``MAX_SELECTED_RANKS`` = 4,096 ranks. ``auto`` picks NCCL's
+  16-channel tree there and takes 117 s and 0.6 GB; at 16,384 ranks it had not finished
+  after 300 s, and at 131,072 it ran out of memory at 3.6 GB. ``best`` simulates each of
+  NCCL's candidates, so it takes several times as long.
+
+Several jobs or a workload's groups may together use the whole machine.
 """
 
 from __future__ import annotations
 
 import math
 
+from collsim.errors import InputError
 from collsim.yamlfile import Document, KeyPath
 
 MAX_GPUS = 131_072
 MAX_GPUS_PER_NODE = 1_024
 MAX_LINKS = 4_194_304
+MAX_CALL_RANKS = 16_384
+MAX_SELECTED_RANKS = 4_096
 
 
 def count_text(n: int) -> str:
@@ -46,3 +64,16 @@ def check_links(doc: Document, path: KeyPath, links: int, what: str = "the machi
     if links > MAX_LINKS:
         raise doc.error(path, f"{what} has {count_text(links)} links (one per direction), "
                         f"more than collsim builds: at most {count_text(MAX_LINKS)}")
+
+
+def check_call_ranks(ranks: int, selected: bool = False) -> None:
+    """Refuse one call on more ranks than its path simulates in a couple of minutes
+    (``selected``: ``auto`` or ``best``), before anything is built."""
+    limit = MAX_SELECTED_RANKS if selected else MAX_CALL_RANKS
+    if ranks > limit:
+        how = ("auto and best simulate NCCL's choices, trees of 16 channels: 117 s at 4,096 "
+               "ranks; name an algorithm for up to 16,384" if selected else
+               "a 1 MiB ring there takes about a minute, and four times as long per doubling")
+        raise InputError(f"{count_text(ranks)} ranks in one call: collsim simulates a call on "
+                         f"at most {count_text(limit)} ranks on this path ({how})",
+                         key="ranks")

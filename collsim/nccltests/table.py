@@ -7,7 +7,7 @@ users paste tables with a column of their own in front."""
 
 from __future__ import annotations
 
-import math
+import sys
 from dataclasses import dataclass
 
 from collsim.errors import InputError
@@ -17,6 +17,18 @@ _FIXED = ("size", "count", "type", "redop", "root")
 _HALF = {"time": "time", "cputime": "time", "algbw": "algbw", "busbw": "busbw",
          "#wrong": "wrong", "error": "error"}
 _PER_ITERATION = ("i_min", "i_max", "i_p99", "i_cv%")
+
+# What a row's numbers may be, checked where they are read so that nothing downstream (the
+# comparison, the fit's logarithms) meets an infinity or a NaN. A call of more than 10^12 us
+# (11.6 days) is a corrupted row, not a measurement, and so is a bandwidth above 10^9 GB/s,
+# a million times collsim's ceiling on any link (1 PB/s, collsim/units.py): nccl-tests
+# derives bandwidths from size and time, so a tiny time printed at 0.01 us may legitimately
+# give far more than a link carries. Sizes stop at 1024 TiB, as everywhere in collsim.
+MAX_TIME_US = 1e12
+MAX_BANDWIDTH_GBPS = 1e9
+MAX_BYTES = 2**50
+_UNITS = {"time": " us", "algbw": " GB/s", "busbw": " GB/s"}
+MAX_DIGITS = 20  # an integer field longer than this is refused before Python converts it
 
 
 @dataclass(frozen=True)
@@ -62,11 +74,11 @@ class Table:
                 fixed[column.key] = token
         read = _Reader(file, line)
         return Row(
-            size_bytes=read.integer(fixed["size"], "size"),
-            count=read.integer(fixed["count"], "count"),
+            size_bytes=read.integer(fixed["size"], "size", MAX_BYTES),
+            count=read.integer(fixed["count"], "count", MAX_BYTES),
             dtype=fixed["type"],
             redop=fixed.get("redop"),
-            root=read.integer(fixed["root"], "root") if "root" in fixed else None,
+            root=read.integer(fixed["root"], "root", MAX_BYTES, -1) if "root" in fixed else None,
             out_of_place=read.half(halves[0], "out-of-place"),
             in_place=read.half(halves[1], "in-place") if halves[1] else None,
             line=line,
@@ -115,36 +127,45 @@ def looks_like_row(tokens: list[str]) -> bool:
 
 
 class _Reader:
+    """Reads one row's fields: every number finite and within the bounds above, or an
+    InputError at the row's ``file:line`` naming the column."""
+
     def __init__(self, file: str, line: int) -> None:
         self.file, self.line = file, line
 
     def fail(self, what: str, token: str, expected: str) -> InputError:
-        return InputError(f"{what} {token!r} is not {expected}", file=self.file, line=self.line)
+        shown = token if len(token) <= 30 else f"{token[:27]}..."
+        return InputError(f"{what} {shown!r} is not {expected}", file=self.file,
+                          line=self.line)
 
-    def integer(self, token: str, what: str) -> int:
-        try:
-            return int(token)
-        except ValueError:
-            raise self.fail(what, token, "an integer") from None
+    def integer(self, token: str, what: str, high: int, low: int = 0) -> int:
+        digits = token.lstrip("+-")
+        if not digits.isdigit():
+            raise self.fail(what, token, "an integer")
+        value = int(token) if len(digits) <= MAX_DIGITS else high + 1
+        if not low <= value <= high:
+            raise self.fail(what, token, f"an integer from {low} to {high:,}")
+        return value
 
-    def number(self, token: str | None, what: str) -> float:
+    def number(self, token: str | None, what: str, high: float) -> float:
         if token is None:
             raise InputError(f"row has no {what}", file=self.file, line=self.line)
         try:
             value = float(token)
         except ValueError:
             raise self.fail(what, token, "a number") from None
-        if math.isnan(value) or value < 0:
-            raise self.fail(what, token, "a number of 0 or more")
+        if not 0 <= value <= high:  # False for NaN too
+            unit = _UNITS.get(what.rsplit(" ", 1)[-1], "")
+            raise self.fail(what, token, f"a number from 0 to {high:g}{unit}")
         return value
 
     def half(self, fields: dict[str, str], name: str) -> Half:
         wrong = error = None
         if fields.get("wrong", "N/A") != "N/A":
-            count = self.number(fields["wrong"], f"{name} #wrong")
-            wrong = int(count)
+            wrong = self.integer(fields["wrong"], f"{name} #wrong", MAX_BYTES)
         if fields.get("error", "N/A") != "N/A":
-            error = self.number(fields["error"], f"{name} error")
-        return Half(self.number(fields.get("time"), f"{name} time"),
-                    self.number(fields.get("algbw"), f"{name} algbw"),
-                    self.number(fields.get("busbw"), f"{name} busbw"), wrong, error)
+            error = self.number(fields["error"], f"{name} error", sys.float_info.max)
+        return Half(self.number(fields.get("time"), f"{name} time", MAX_TIME_US),
+                    self.number(fields.get("algbw"), f"{name} algbw", MAX_BANDWIDTH_GBPS),
+                    self.number(fields.get("busbw"), f"{name} busbw", MAX_BANDWIDTH_GBPS),
+                    wrong, error)

@@ -14,6 +14,9 @@ from typing import BinaryIO, TextIO
 from collsim.errors import OutputError
 from collsim.output.kinds import FIGURE_FORMATS
 
+# A write that ran out of room: a full disk, a quota, a file-size limit.
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
 
 def output_error(path: str | Path, exc: OSError) -> OutputError:
     """The one-line error for a failed write of ``path``."""
@@ -69,8 +72,14 @@ def _replace(path: str | Path, write: Callable[[Path], None]) -> None:
             if path.exists() and not path.is_file():
                 raise OutputError(f"cannot write {path}: it is not a regular file but a "
                                   f"device, FIFO or socket; collsim writes regular files only")
-            write(temporary)
-            os.replace(temporary, path)
+            try:
+                write(temporary)
+                os.replace(temporary, path)
+            except OSError as exc:
+                if exc.errno not in FULL:
+                    raise
+                raise OutputError(f"{output_error(path, exc).message}; nothing half-written "
+                                  f"is left (a file there before is kept as it was)") from None
         finally:
             with suppress(OSError):
                 temporary.unlink(missing_ok=True)
@@ -103,3 +112,12 @@ def is_figure_file(name: str) -> bool:
     stem, dot, suffix = name.rpartition(".")
     return (Path(name).name == name and dot == "." and bool(stem) and not name.startswith(".")
             and suffix in FIGURE_FORMATS)
+
+
+def check_figure_name(path: str | Path, key: str) -> None:
+    """Refuse, before any work, a figure file whose name does not end in a figure format
+    (matplotlib would fail only after the simulation, and with a traceback)."""
+    suffix = Path(path).suffix.lstrip(".").lower()
+    if suffix not in FIGURE_FORMATS:
+        raise OutputError(f"cannot tell the figure format of {path}: the name must end in "
+                          f"{', '.join('.' + f for f in FIGURE_FORMATS)}", key=key)

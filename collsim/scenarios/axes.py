@@ -8,7 +8,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from collsim.units import BANDWIDTH_UNITS, SIZE_UNITS, TIME_UNITS, UnitError, parse_size
+from collsim.units import (
+    BANDWIDTH_UNITS,
+    SIZE_UNITS,
+    TIME_UNITS,
+    UnitError,
+    parse_size,
+    whole_number,
+)
 from collsim.yamlfile import Document, KeyPath
 
 MAX_VALUES = 100_000
@@ -51,7 +58,7 @@ def parse_rank_count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str, float)):
         raise UnitError(f"expected a whole number of ranks, got {value!r}")
     if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)  # exactly: a float would round a long number of digits
+        value = whole_number(value, "rank count")  # exactly: a float would round it
     try:
         number = value if isinstance(value, int) else float(value)
     except ValueError:

@@ -11,9 +11,11 @@ from typing import Any
 
 from collsim.algorithms.registry import get_algorithm
 from collsim.errors import InputError, InputErrors
+from collsim.hardware.limits import MAX_GPUS, count_text
 from collsim.schema import validate
 from collsim.units import UnitError, parse_size, parse_time
 from collsim.workloads.jobs import CollectiveJob, JobsFile, JobSpec, WorkloadJob
+from collsim.workloads.limits import MAX_PLAN_TASKS
 from collsim.workloads.loader import load_workload
 from collsim.yamlfile import Document, load_yaml, parse_yaml
 
@@ -56,21 +58,31 @@ def parse_gpus(value: Any) -> tuple[int, ...]:
     if isinstance(value, bool):
         raise ValueError(f"expected GPUs, got {value!r}")
     if isinstance(value, int):
-        return (value,)
+        value = [value]
     if isinstance(value, list):
+        _check_gpu(max(value, default=0))
         return tuple(value)
     gpus: list[int] = []
     for part in str(value).replace(" ", "").split(","):
         first, _, last = part.partition("-")
-        try:
-            low, high = int(first), int(last or first)
-        except ValueError:
-            raise ValueError(f"expected GPU numbers or ranges like '0-63', got {part!r}") \
-                from None
+        shown = part if len(part) <= 30 else f"{part[:27]}..."
+        if not (first.isdigit() and (last or first).isdigit()):
+            raise ValueError(f"expected GPU numbers or ranges like '0-63', got {shown!r}")
+        if max(len(first), len(last)) > len(str(MAX_GPUS)):
+            raise ValueError(f"{shown!r} names GPUs beyond the largest machine collsim "
+                             f"builds ({count_text(MAX_GPUS)} GPUs, numbered from 0)")
+        low, high = int(first), int(last or first)
         if high < low:
-            raise ValueError(f"range {part!r} runs backwards")
+            raise ValueError(f"range {shown!r} runs backwards")
+        _check_gpu(high)  # before the range is listed: '0-999999999999' is a refusal
         gpus.extend(range(low, high + 1))
     return tuple(gpus)
+
+
+def _check_gpu(gpu: int) -> None:
+    if gpu >= MAX_GPUS:
+        raise ValueError(f"GPU {count_text(gpu)} is beyond the largest machine collsim "
+                         f"builds ({count_text(MAX_GPUS)} GPUs, numbered from 0)")
 
 
 def load_jobs(path: str | Path) -> JobsFile:
@@ -155,9 +167,14 @@ def _job(doc: Document, index: int, entry: dict[str, Any], base: Path) -> JobSpe
         size = parse_size(entry["size"])
     except UnitError as exc:
         raise doc.error(at + ("size",), str(exc)) from None
+    repeat = entry.get("repeat", 1)
+    if repeat * len(gpus) > MAX_PLAN_TASKS:
+        raise doc.error(at + ("repeat",), f"{count_text(repeat)} calls on {len(gpus):,} GPUs "
+                        f"are {count_text(repeat * len(gpus))} tasks; collsim plans at most "
+                        f"{count_text(MAX_PLAN_TASKS)} (see workload steps)")
     return JobSpec(entry["name"], gpus, start,
                    CollectiveJob(entry["collective"], algorithm, size,
-                                 entry.get("repeat", 1), entry.get("dtype", "float32")))
+                                 repeat, entry.get("dtype", "float32")))
 
 
 if __name__ == "__main__":

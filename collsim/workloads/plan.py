@@ -22,6 +22,7 @@ from collsim.errors import InputError
 from collsim.params import DTYPES
 from collsim.workloads.formats import Format, ceil_div
 from collsim.workloads.groups import KINDS, Layout
+from collsim.workloads.limits import check_plan
 from collsim.workloads.model import SEND_ALGORITHM, Workload
 from collsim.workloads.schedule import stage_order
 from collsim.workloads.service import Call
@@ -99,8 +100,9 @@ def build_layout(workload: Workload, gpus: int | None) -> Layout:
 def build_plan(workload: Workload, gpus: int | None = None) -> Plan:
     """Plan one training step of ``workload`` on ``gpus`` GPUs (global ranks 0..gpus-1)."""
     layout = build_layout(workload, gpus)
+    check_plan(workload, layout)  # before any task is built: an enormous step is refused
     for rank, _ in workload.noise.offsets:
-        if rank >= layout.world:
+        if not 0 <= rank < layout.world:
             raise InputError(f"rank {rank} is not one of the step's {layout.world} ranks",
                              file=workload.file, key=f"noise.offsets.{rank}",
                              line=workload.lines.get(("noise", "offsets")))
