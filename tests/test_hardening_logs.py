@@ -47,7 +47,7 @@ OUT_OF_RANGE = [
     ("time-1e400", {5: "1e400"}, "out-of-place time '1e400'"),
     ("time-1e30", {5: "1e30"}, "a number from 0 to 1e+12 us"),
     ("busbw-nan", {7: "nan"}, "out-of-place busbw 'nan'"),
-    ("busbw-1e10", {7: "1e10"}, "a number from 0 to 1e+09 GB/s"),
+    ("busbw-1e16", {7: "1e16"}, "a number from 0 to 1e+15 GB/s"),
     ("algbw-1e400", {10: "1e400"}, "in-place algbw '1e400'"),
     ("wrong-inf", {8: "inf"}, "out-of-place #wrong 'inf' is not an integer"),
     ("wrong-fraction", {12: "2.5"}, "in-place #wrong '2.5' is not an integer"),

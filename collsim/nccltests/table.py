@@ -20,12 +20,13 @@ _PER_ITERATION = ("i_min", "i_max", "i_p99", "i_cv%")
 
 # What a row's numbers may be, checked where they are read so that nothing downstream (the
 # comparison, the fit's logarithms) meets an infinity or a NaN. A call of more than 10^12 us
-# (11.6 days) is a corrupted row, not a measurement, and so is a bandwidth above 10^9 GB/s,
-# a million times collsim's ceiling on any link (1 PB/s, collsim/units.py): nccl-tests
-# derives bandwidths from size and time, so a tiny time printed at 0.01 us may legitimately
-# give far more than a link carries. Sizes stop at 1024 TiB, as everywhere in collsim.
+# (11.6 days) is a corrupted row, not a measurement, and so is a bandwidth above 10^15 GB/s:
+# nccl-tests derives bandwidths from size and time, so a tiny printed time may legitimately
+# give far more than a link carries (1024 TiB in 0.01 us is 1.1e14 GB/s), and only a figure
+# past what any size and printed time give is refused. Sizes stop at 1024 TiB, as everywhere
+# in collsim.
 MAX_TIME_US = 1e12
-MAX_BANDWIDTH_GBPS = 1e9
+MAX_BANDWIDTH_GBPS = 1e15
 MAX_BYTES = 2**50
 _UNITS = {"time": " us", "algbw": " GB/s", "busbw": " GB/s"}
 MAX_DIGITS = 20  # an integer field longer than this is refused before Python converts it
