@@ -65,7 +65,7 @@ def record_call(topology: Topology, collective: str, algorithm: str, ranks: int,
                 record: bool = True) -> Recorded:
     """Simulate one call, rank r starting at ``offsets[r]`` (default all 0), recording
     its steps and every flow's rates unless ``record`` is False. The call runs under the
-    machine's cost model (:mod:`collsim.nccl.call`) unless ``costs`` replaces it."""
+    machine's cost model (:mod:`collsim.calls.plan`) unless ``costs`` replaces it."""
     chosen = get_algorithm(collective, algorithm)
     job, gpus, plan = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
     costs = plan.costs

@@ -6,14 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
 from collsim.algorithms.registry import Algorithm, Cost, get_algorithm
-from collsim.collectives import COLLECTIVES
-from collsim.engine.costs import IDEAL, CostModel, path_costs
-from collsim.engine.timing import TimingEngine
-from collsim.errors import InputError
-from collsim.hardware.placement import place_ranks, ring_order
-from collsim.hardware.topology import Topology
-from collsim.nccl.call import (
+from collsim.calls.plan import (
     SELECTORS,
     Plan,
     canonical_algorithm,
@@ -21,13 +16,30 @@ from collsim.nccl.call import (
     is_nccl,
     plan,
 )
+from collsim.calls.select import simulate_selected
+from collsim.collectives import COLLECTIVES
+from collsim.engine.costs import IDEAL, CostModel, path_costs
+from collsim.engine.timing import TimingEngine
+from collsim.errors import InputError
+from collsim.hardware.placement import place_ranks, ring_order
+from collsim.hardware.topology import Topology
 from collsim.nccl.constants import MAX_CHANNELS
-from collsim.output.table import TABLE_COLUMNS
 from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
 from collsim.program import Job
 from collsim.units import UnitError, format_size, format_time, parse_size
 
-COLUMNS = TABLE_COLUMNS
+# DESIGN.md's columns, in order: the point's inputs, then what was measured.
+INPUT_COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes")
+MEASURED_COLUMNS = ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s")
+RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
+# What the call ran with (DESIGN.md "Real machines"), after DESIGN.md's columns: the NCCL
+# protocol whose costs it paid (empty under the ideal model), its channels (empty for an
+# algorithm without), and the algorithm that ran (what auto or best selected). There they
+# are outcomes, which never identify a point; a scenario that sweeps protocol or channels
+# has that column among its swept keys instead, holding the value asked for.
+CHOICE_COLUMNS = ("protocol", "channels", "selected")
+TABLE_COLUMNS = RESULT_COLUMNS + CHOICE_COLUMNS
+COLUMNS = TABLE_COLUMNS  # the columns PointResult.row() fills
 
 
 @dataclass(frozen=True)
@@ -150,7 +162,7 @@ def make_call(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: 
               params: dict[str, Any], costs: CostModel | None = None
               ) -> tuple[Job, list[int], Plan]:
     """:func:`make_job` and the call's plan (cost model, protocol, channels; see
-    :mod:`collsim.nccl.call`); ``costs``, if given, replaces the machine's model."""
+    :mod:`collsim.calls.plan`); ``costs``, if given, replaces the machine's model."""
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise InputError(f"ranks must be a positive whole number, got {ranks!r}", key="ranks")
     if ranks > topology.gpus:
@@ -212,16 +224,12 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     """Simulate one collective call and return its row of the results table. ``algorithm``
     is a registered name, ``auto`` (NCCL's choice) or ``best`` (the fastest NCCL algorithm
     and protocol, simulated); ``costs`` replaces the machine's cost model (ideal on the
-    canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.nccl.call`).
+    canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.calls.plan`).
     ``observe``, if given, is called with the engine before it runs (a progress display)."""
-    import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
-
     algorithm = canonical_algorithm(collective, algorithm)
     if algorithm in SELECTORS:
-        from collsim.nccl.select import simulate_selected
-
         return simulate_selected(topology, collective, algorithm, ranks, size_bytes,
-                                 dict(params or {}), costs, observe)
+                                 dict(params or {}), costs, observe, simulate)
     chosen = get_algorithm(collective, algorithm)
     job, gpus, call = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
     engine = TimingEngine(topology, gpus, job, chosen.program, call.costs,

@@ -138,6 +138,6 @@ def get_algorithm(collective: str, name: str) -> Algorithm:
 
 def algorithms_for(collective: str) -> list[Algorithm]:
     """Every algorithm registered for ``collective``, in registration order."""
-    import collsim.algorithms  # noqa: F401
+    import collsim.algorithms  # noqa: F401  (registers every algorithm module)
 
     return [a for (c, _), a in REGISTRY.items() if c == collective]

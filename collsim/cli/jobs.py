@@ -27,6 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # workloads only when this command runs, not when the parser is built
     from collsim.workloads.jobs import format_jobs, run_jobs
     from collsim.workloads.jobsfile import load_jobs
 
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     recording = bool(args.link_report or args.link_figure)
     shared: list = []
     if recording:
+        # the recording fabric only when a link report or figure is asked for
         from collsim.engine.recording import RecordingFabric
         results = run_jobs(jobs, topology, RecordingFabric, shared)
     else:
@@ -47,12 +49,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_jobs(results, topology.name))
     if recording:
+        # the link report only when asked for
         from collsim.output.linkload import format_link_report, link_loads
         loads = link_loads(shared[0].simulation.fabric)
         span = max(r.start_s + r.time_s for r in results)
         if args.link_report:
             print(format_link_report(loads, span))
         if args.link_figure:
+            # matplotlib only when a figure is drawn
             from collsim.output.linkfigure import link_figure
             link_figure(loads, span, args.link_figure, f"{jobs.name} on {topology.name}")
     return 0

@@ -38,6 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # workloads only when this command runs, not when the parser is built
     from collsim.workloads.loader import load_workload
     from collsim.workloads.results import format_result
     from collsim.workloads.step import run_workload
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     topology = topology_from_args(args)
     service = None
     if args.isolated:
+        # the isolated-call services only for --isolated
         from collsim.workloads.service import isolated, simulated
         service = isolated(simulated(topology))
     lines: list[str] = []
@@ -79,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):
     """The step on a recording simulation: its trace file and link report."""
+    # the recording simulator only when recording is asked for
     from collsim.output.linkload import format_link_report
     from collsim.workloads.tracing import record_step, step_trace
 
@@ -98,6 +101,7 @@ def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):
         if args.link_report:
             lines.append(format_link_report(loads, recorded.result.step_s))
         if args.link_figure:
+            # matplotlib only when a figure is drawn
             from collsim.output.linkfigure import link_figure
             link_figure(loads, recorded.result.step_s, args.link_figure,
                         f"{workload.name}, {recorded.plan.world} GPUs on {topology.name}")

@@ -25,7 +25,7 @@ def choice_map(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int
     """Size x (topology, ranks), each cell shaded by the ``selected`` algorithm and protocol of
     the rows of algorithm ``spec["algorithm"]`` (``auto`` by default); one panel per
     collective."""
-    from collsim.output.figures import Skip, _cell_edges
+    from collsim.output.figures import Skip, _cell_edges  # figures imports this module
 
     selector = spec.get("algorithm", "auto")
     rows = [r for r in rows if r.get("algorithm") == selector and r.get("selected")]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from collsim.engine.recording import RecordingFabric, segments
 from collsim.hardware.topology import Link
+from collsim.units import format_size, format_time
 
 # Link kinds (collsim/hardware) grouped as a reader names them.
 GROUPS = {"nvlink": "NVLink", "pcie": "PCIe", "pcie_uplink": "PCIe",
@@ -91,8 +92,6 @@ def link_loads(fabric: RecordingFabric) -> list[LinkLoad]:
 def format_link_report(loads: list[LinkLoad], span_s: float, top: int = 10) -> str:
     """Per group of link kind, hottest first (by busy time, then bytes): the ``top`` links'
     bytes, busy time, average and peak utilisation and peak concurrent transfers."""
-    from collsim.units import format_size, format_time
-
     groups: dict[str, list[LinkLoad]] = {}
     for load in loads:
         groups.setdefault(group_of(load.link), []).append(load)

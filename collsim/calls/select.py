@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from collsim.calls.plan import NCCL_PARAMS, auto_choice, candidates, is_nccl, takes_channels
 from collsim.engine.costs import CostModel
 from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks
 from collsim.hardware.topology import Topology
-from collsim.nccl.call import NCCL_PARAMS, auto_choice, candidates, is_nccl, takes_channels
 from collsim.params import COMMON_PARAMS
 
 
@@ -30,11 +30,11 @@ def selector_params(algorithm: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def simulate_selected(topology: Topology, collective: str, selector: str, ranks: int,
                       size_bytes: int, params: dict[str, Any], costs: CostModel | None,
-                      observe: Callable[[Any], Any] | None = None) -> Any:
+                      observe: Callable[[Any], Any] | None, simulate: Callable[..., Any]) -> Any:
     """The row of ``auto`` or ``best`` for this call: the chosen algorithm's simulation under
-    its plan, recorded as ``algorithm`` = the selector and ``selected`` = what ran."""
-    from collsim.simulate import simulate
-
+    its plan, recorded as ``algorithm`` = the selector and ``selected`` = what ran.
+    ``simulate`` is :func:`collsim.simulate.simulate`, which calls this (passed, not imported,
+    so that selection stays below the simulator)."""
     params = selector_params(selector, params)
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise InputError(f"ranks must be a positive whole number, got {ranks!r}", key="ranks")

@@ -24,13 +24,24 @@ from collsim.algorithms.nccl.channels import (
     tree_chunk_bytes,
 )
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
+from collsim.algorithms.registry import REGISTRY, Algorithm, algorithms_for
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
+from collsim.hardware.nccl_names import (
+    ALGORITHMS,
+    MODELLED_COLLECTIVES,
+    PROTOCOLS,
+    algorithm_name,
+    protocol_name,
+)
 from collsim.hardware.topology import Topology
+from collsim.nccl.adapter import nccl_system
+from collsim.nccl.choice import channels as nccl_channels
+from collsim.nccl.choice import choose
 from collsim.nccl.constants import NCCL_STEPS
-from collsim.nccl.names import ALGORITHMS, PROTOCOLS, algorithm_name, protocol_name
 from collsim.nccl.protocols import cost_model, nccl_figures
 from collsim.nccl.search import nvls_heads
+from collsim.nccl.tuning import model as tuning_model
 
 SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorithm
 # NCCL runs alltoall as grouped sends and receives, which its tuner does not model; auto runs
@@ -64,8 +75,6 @@ def canonical_algorithm(collective: str, name: Any) -> Any:
     """collsim's name for an algorithm as a user typed it: ``auto`` and ``best`` in any case,
     and NCCL's ``NCCL_ALGO`` spellings of its algorithms (``Tree``, ``NVLSTree``, ``RING``);
     a registered name, or anything else, as given."""
-    from collsim.algorithms.registry import REGISTRY
-
     if not isinstance(name, str) or (collective, name) in REGISTRY:
         return name
     lowered = name.strip().lower()
@@ -169,8 +178,6 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
 
 def takes_channels(collective: str, algorithm: str) -> bool:
     """Whether the registered ``collective``/``algorithm`` takes a ``channels`` parameter."""
-    from collsim.algorithms.registry import REGISTRY
-
     registered = REGISTRY.get((collective, algorithm))
     return registered is not None and "channels" in registered.params
 
@@ -181,38 +188,20 @@ def nccl_defaults(topology: Topology, collective: str, algorithm: str, gpus: Seq
     restricted to the algorithm (and ``protocol`` if given). Where NCCL's model has nothing
     to say (one rank, a collective it does not tune, an algorithm it would not run here)
     Simple and NCCL's channel sizing for it."""
-    from collsim.nccl.adapter import nccl_system
-    from collsim.nccl.choice import channels, choose
-    from collsim.nccl.tuning import model
-
     system = nccl_system(topology, gpus)
-    if collective in _modelled():
+    if collective in MODELLED_COLLECTIVES:
         choice = choose(system, collective, size, algorithms={algorithm},
                         protocols=None if protocol is None else {protocol})
         if choice is not None:
             return choice.protocol, choice.channels
     protocol = protocol or TEXTBOOK_PROTOCOL
-    if len(gpus) < 2 or collective not in _modelled():
+    if len(gpus) < 2 or collective not in MODELLED_COLLECTIVES:
         return protocol, 1
-    return protocol, channels(model(system), collective, algorithm, protocol, size)[0]
-
-
-def _modelled() -> tuple[str, ...]:
-    from collsim.nccl.names import MODELLED_COLLECTIVES
-
-    return MODELLED_COLLECTIVES
-
-
-def _registered(collective: str, name: str) -> bool:
-    from collsim.algorithms.registry import REGISTRY
-
-    return (collective, name) in REGISTRY
+    return protocol, nccl_channels(tuning_model(system), collective, algorithm, protocol, size)[0]
 
 
 def registered_nccl(collective: str) -> list[str]:
     """NCCL's algorithms registered for ``collective``, in NCCL's order."""
-    from collsim.algorithms.registry import algorithms_for
-
     names = {a.name for a in algorithms_for(collective)}
     return [name for name in ALGORITHMS if name in names]
 
@@ -232,9 +221,6 @@ def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
     """NCCL's choice of algorithm, protocol and channels for this call among the NCCL
     algorithms collsim has programs for; InputError when the machine declares no NCCL figures
     or nothing registered serves the collective."""
-    from collsim.nccl.adapter import nccl_system
-    from collsim.nccl.choice import choose
-
     if nccl_figures(topology) is None:
         raise InputError(f"auto and best are NCCL's choice, and topology '{topology.name}' "
                          "declares no NCCL figures (no 'nccl' section); name an algorithm "
@@ -243,12 +229,12 @@ def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
     registered = registered_nccl(collective)
     if not registered:
         program = POINT_TO_POINT.get(collective)
-        if program is not None and _registered(collective, program):
+        if program is not None and (collective, program) in REGISTRY:
             return AutoChoice(program, TEXTBOOK_PROTOCOL, 1)
         raise InputError(f"no NCCL algorithm for {collective} is implemented, so auto has "
                          "nothing to choose from", key="algorithm")
     choice = None
-    if collective in _modelled():
+    if collective in MODELLED_COLLECTIVES:
         choice = choose(nccl_system(topology, gpus), collective, size,
                         algorithms=set(registered))
     if choice is None:
@@ -264,9 +250,6 @@ def candidates(topology: Topology, collective: str, gpus: Sequence[int], size: i
     """The (algorithm, protocol) pairs ``best`` simulates: every registered NCCL algorithm with
     every protocol NCCL would consider for this call (its gating rules), in NCCL's order; the
     auto choice is always among them."""
-    from collsim.nccl.adapter import nccl_system
-    from collsim.nccl.choice import choose
-
     if nccl_figures(topology) is None:
         raise InputError(f"algorithm best compares NCCL's algorithms and protocols, and "
                          f"topology '{topology.name}' declares no NCCL figures (no 'nccl' "
@@ -274,7 +257,7 @@ def candidates(topology: Topology, collective: str, gpus: Sequence[int], size: i
                          key="algorithm")
     registered = registered_nccl(collective)
     pairs: list[tuple[str, str]] = []
-    if collective in _modelled():
+    if collective in MODELLED_COLLECTIVES:
         choice = choose(nccl_system(topology, gpus), collective, size,
                         algorithms=set(registered))
         if choice is not None:
@@ -285,14 +268,12 @@ def candidates(topology: Topology, collective: str, gpus: Sequence[int], size: i
     return pairs
 
 
-def selector(collective: str, name: str) -> Any:
+def selector(collective: str, name: str) -> Algorithm:
     """A registry record standing for ``auto`` or ``best`` (what a scenario sweep checks:
     any rank count, the common parameters only); it has no program of its own."""
-    from collsim.algorithms.registry import Algorithm
-
     summary = ("NCCL's choice of algorithm, protocol and channels" if name == "auto" else
                "the fastest of NCCL's algorithms and protocols, simulated")
-    return Algorithm(collective, name, _no_program, "", None, "collsim.nccl.call", summary)
+    return Algorithm(collective, name, _no_program, "", None, "collsim.calls.plan", summary)
 
 
 def _no_program(rank: int, job: Any) -> Any:
