@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
@@ -14,9 +14,10 @@ from collsim.calls.plan import (
     canonical_algorithm,
     check_protocol,
     is_nccl,
-    plan,
+    plan_call,
 )
 from collsim.calls.select import simulate_selected
+from collsim.callspec import CallSpec
 from collsim.collectives import COLLECTIVES
 from collsim.engine.costs import IDEAL, CostModel, path_costs
 from collsim.engine.timing import TimingEngine
@@ -24,7 +25,7 @@ from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks, ring_order
 from collsim.hardware.topology import Topology
 from collsim.nccl.constants import MAX_CHANNELS
-from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
+from collsim.params import COMMON_PARAMS, DTYPES, CallParams, dtype_name
 from collsim.program import Job
 from collsim.units import UnitError, format_size, format_time, parse_size
 
@@ -152,32 +153,36 @@ def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> di
 
 
 def make_job(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
-             params: dict[str, Any]) -> tuple[Job, list[int]]:
+             params: CallParams) -> tuple[Job, list[int]]:
     """The Job every rank's program sees, and the GPU each rank runs on."""
-    job, gpus, _ = make_call(topology, algorithm, ranks, size_bytes, params)
+    call = CallSpec(topology, algorithm.collective, algorithm.name, ranks, size_bytes, params)
+    job, gpus, _ = make_call(call, algorithm)
     return job, gpus
 
 
-def make_call(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
-              params: dict[str, Any], costs: CostModel | None = None
+def make_call(call: CallSpec, algorithm: Algorithm | None = None
               ) -> tuple[Job, list[int], Plan]:
     """:func:`make_job` and the call's plan (cost model, protocol, channels; see
-    :mod:`collsim.calls.plan`); ``costs``, if given, replaces the machine's model."""
+    :mod:`collsim.calls.plan`); ``call.costs``, if given, replaces the machine's model.
+    ``algorithm`` is the registry record of ``call.algorithm`` (looked up if not given)."""
+    topology, ranks, size_bytes = call.topology, call.ranks, call.size_bytes
+    if algorithm is None:
+        algorithm = get_algorithm(call.collective, call.algorithm)
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise InputError(f"ranks must be a positive whole number, got {ranks!r}", key="ranks")
     if ranks > topology.gpus:
         raise InputError(f"{ranks} ranks do not fit on topology '{topology.name}', which has "
                          f"{topology.gpus} GPUs", key="ranks")
     algorithm.check_ranks(ranks)
-    params = check_params(algorithm, ranks, params)
+    params = check_params(algorithm, ranks, dict(call.params))
     itemsize = DTYPES[dtype_name(params)]
     if size_bytes < 0 or size_bytes % itemsize:
         raise InputError(f"size {size_bytes} B is not a whole number of "
                          f"{dtype_name(params)} elements ({itemsize} B each)",
                          key="size")
     gpus = place_ranks(topology, ranks, params)
-    call = plan(topology, algorithm.collective, algorithm.name, gpus, size_bytes, params, costs)
-    params = call.params
+    planned = plan_call(replace(call, params=params), gpus)
+    params = planned.params
     collective = COLLECTIVES[algorithm.collective]
     job = Job(algorithm.collective, ranks, size_bytes // itemsize, itemsize,
               root=params.get("root", 0) if collective.rooted else 0, params=params,
@@ -185,7 +190,7 @@ def make_call(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: 
               nodes=tuple(topology.node_of[g] for g in gpus))
     if algorithm.prepare is not None:
         job = algorithm.prepare(job, topology, gpus)
-    return job, gpus, call
+    return job, gpus, planned
 
 
 def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
@@ -202,37 +207,50 @@ def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_byt
 
 
 def expected_time(topology: Topology, collective: str, algorithm: str, ranks: int,
-                  size_bytes: int, params: dict[str, Any] | None = None,
+                  size_bytes: int, params: CallParams | None = None,
                   costs: CostModel | None = None) -> float | None:
+    """:func:`expected_call_time` of the call given apart."""
+    return expected_call_time(CallSpec(topology, collective, algorithm, ranks, size_bytes,
+                                       dict(params or {}), costs))  # type: ignore[arg-type]
+
+
+def expected_call_time(call: CallSpec) -> float | None:
     """The closed-form time of a call under the cost model it would run with, for a progress
     line's "of about"; None where there is none (``auto``, ``best``) or the input is bad (the
     simulation reports that itself)."""
-    algorithm = canonical_algorithm(collective, algorithm)
+    algorithm = canonical_algorithm(call.collective, call.algorithm)
     if algorithm in SELECTORS:
         return None
     try:
-        chosen = get_algorithm(collective, algorithm)
-        job, _, call = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
-        return analytic_time(topology, chosen, ranks, size_bytes, job.params, call.costs)
+        chosen = get_algorithm(call.collective, algorithm)
+        job, _, planned = make_call(replace(call, algorithm=algorithm), chosen)
+        return analytic_time(call.topology, chosen, call.ranks, call.size_bytes, job.params,
+                             planned.costs)
     except (InputError, ValueError, ArithmeticError):
         return None
 
 
 def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, size_bytes: int,
-             params: dict[str, Any] | None = None, costs: CostModel | None = None,
+             params: CallParams | None = None, costs: CostModel | None = None,
              observe: Callable[[TimingEngine], Any] | None = None) -> PointResult:
     """Simulate one collective call and return its row of the results table. ``algorithm``
     is a registered name, ``auto`` (NCCL's choice) or ``best`` (the fastest NCCL algorithm
     and protocol, simulated); ``costs`` replaces the machine's cost model (ideal on the
     canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.calls.plan`).
     ``observe``, if given, is called with the engine before it runs (a progress display)."""
-    algorithm = canonical_algorithm(collective, algorithm)
-    if algorithm in SELECTORS:
-        return simulate_selected(topology, collective, algorithm, ranks, size_bytes,
-                                 dict(params or {}), costs, observe, simulate)
-    chosen = get_algorithm(collective, algorithm)
-    job, gpus, call = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
-    engine = TimingEngine(topology, gpus, job, chosen.program, call.costs,
+    return simulate_call(CallSpec(topology, collective, algorithm, ranks, size_bytes,
+                                  dict(params or {}), costs), observe)  # type: ignore[arg-type]
+
+
+def simulate_call(call: CallSpec, observe: Callable[[TimingEngine], Any] | None = None
+                  ) -> PointResult:
+    """:func:`simulate` of one :class:`~collsim.callspec.CallSpec`."""
+    call = replace(call, algorithm=canonical_algorithm(call.collective, call.algorithm))
+    if call.algorithm in SELECTORS:
+        return simulate_selected(call, observe, simulate_call)
+    chosen = get_algorithm(call.collective, call.algorithm)
+    job, gpus, planned = make_call(call, chosen)
+    engine = TimingEngine(call.topology, gpus, job, chosen.program, planned.costs,
                           symmetric=chosen.symmetric)
     if observe is not None:
         observe(engine)
@@ -241,11 +259,11 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     # A call that takes no time (one rank has nobody to talk to) moved nothing over a link:
     # it reports algbw and busbw 0, as nccl-tests reports busbw 0 for one rank, instead of
     # an infinite algbw and a busbw of inf * 0 = NaN that would poison tables and figures.
-    algbw = size_bytes / time / 1e9 if time > 0 else 0.0
-    busbw = algbw * COLLECTIVES[collective].busbw_factor(ranks)
-    return PointResult(topology.name, collective, algorithm, ranks, size_bytes, time, algbw,
-                       busbw,
-                       analytic_time(topology, chosen, ranks, size_bytes, job.params,
-                                     call.costs),
-                       run.transfers, protocol=call.protocol, channels=call.channels,
-                       selected=algorithm, path=run.path, fallback=run.fallback)
+    algbw = call.size_bytes / time / 1e9 if time > 0 else 0.0
+    busbw = algbw * COLLECTIVES[call.collective].busbw_factor(call.ranks)
+    return PointResult(call.topology.name, call.collective, call.algorithm, call.ranks,
+                       call.size_bytes, time, algbw, busbw,
+                       analytic_time(call.topology, chosen, call.ranks, call.size_bytes,
+                                     job.params, planned.costs),
+                       run.transfers, protocol=planned.protocol, channels=planned.channels,
+                       selected=call.algorithm, path=run.path, fallback=run.fallback)

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("simulate",),                                       # one simulated call
     ("calls",),                                          # its plan; auto and best
     ("algorithms",),                                     # per-rank programs, the registry
-    ("nccl",),                                           # NCCL's model of a machine
+    ("nccl", "callspec"),                                # NCCL's model; one call as asked
     ("engine",),                                         # the discrete-event timing
     ("hardware", "nccltests"),                           # machines; nccl-tests' files
     ("schema", "collectives", "watch"),

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from collsim.callspec import CallSpec
 from collsim.collectives import COLLECTIVES
 from collsim.errors import InputError
+from collsim.params import CallParams
 from collsim.program import Job, ProgramFactory
 
 
@@ -92,6 +94,11 @@ class Algorithm:
     # by shift (same tags, counts, combines, lanes), else why not: the engine may then
     # simulate one rank per orbit (collsim.engine.symmetry). None: never declared.
     symmetric: Callable[[Job, int], str | None] | None = None
+    # (call with its parameters so far, GPU of each rank, NCCL protocol, channels) -> the
+    # parameters that protocol implies for this algorithm (NCCL's chunk, window, units),
+    # called when the call runs under NCCL's protocol costs; a parameter the caller gave
+    # wins (collsim.calls.plan). None: the protocol implies nothing.
+    protocol_params: Callable[[CallSpec, Sequence[int], str, Any], CallParams] | None = None
 
     def check_ranks(self, p: int) -> None:
         """Raise InputError when this algorithm cannot serve ``p`` ranks."""

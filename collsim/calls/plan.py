@@ -11,20 +11,12 @@ every call runs under the ideal model: no protocol, one channel unless asked.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from collsim.algorithms.nccl.channels import (
-    LOOPED,
-    PIPELINED,
-    pipeline_units,
-    ring_chunk_bytes,
-    tree_chunk_bytes,
-)
-from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.algorithms.registry import REGISTRY, Algorithm, algorithms_for
+from collsim.callspec import CallSpec
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
 from collsim.hardware.nccl_names import (
@@ -38,9 +30,7 @@ from collsim.hardware.topology import Topology
 from collsim.nccl.adapter import nccl_system
 from collsim.nccl.choice import channels as nccl_channels
 from collsim.nccl.choice import choose
-from collsim.nccl.constants import NCCL_STEPS
 from collsim.nccl.protocols import cost_model, nccl_figures
-from collsim.nccl.search import nvls_heads
 from collsim.nccl.tuning import model as tuning_model
 
 SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorithm
@@ -50,7 +40,6 @@ SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorith
 POINT_TO_POINT = {"alltoall": "nccl_p2p"}
 NCCL_PARAMS = ("protocol", "channels")
 TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL = "ring", "Simple"
-NVLS_FAMILIES = ("nvls", "nvls_tree")  # their chunk follows the call's size (nvls_chunk_bytes)
 
 
 @dataclass(frozen=True)
@@ -63,12 +52,6 @@ class Plan:
     costs: CostModel
     protocol: str | None
     channels: int | None
-
-
-def gpus_per_node(topology: Topology, gpus: Sequence[int]) -> Counter:
-    """How many of ``gpus`` each node holds (one node when the machine names none)."""
-    return Counter(topology.node_of[g] for g in gpus) if topology.node_of \
-        else Counter({0: len(gpus)})
 
 
 def canonical_algorithm(collective: str, name: Any) -> Any:
@@ -102,9 +85,17 @@ def check_protocol(value: Any) -> str:
 
 def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int], size: int,
          params: dict[str, Any], costs: CostModel | None = None) -> Plan:
-    """The plan of a call of ``algorithm`` on ``gpus`` with checked ``params``; ``costs``, if
-    given, replaces the machine's cost model (the protocol is then not recorded)."""
-    params = dict(params)
+    """:func:`plan_call` of the call given apart."""
+    return plan_call(CallSpec(topology, collective, algorithm, len(gpus), size,
+                              params, costs), gpus)  # type: ignore[arg-type]
+
+
+def plan_call(call: CallSpec, gpus: Sequence[int]) -> Plan:
+    """The plan of ``call`` (its parameters checked) on ``gpus``; ``call.costs``, if given,
+    replaces the machine's cost model (the protocol is then not recorded)."""
+    topology, collective, algorithm, costs = call.topology, call.collective, call.algorithm, \
+        call.costs
+    params: dict[str, Any] = dict(call.params)
     protocol = params.pop("protocol", "auto")
     has_channels = "channels" in params or takes_channels(collective, algorithm)
     channels = params.get("channels", "auto")
@@ -131,43 +122,21 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
                     params.get("channels") if has_channels else None)
     if protocol == "auto" or (has_channels and channels == "auto"):
         picked_protocol, picked_channels = nccl_defaults(
-            topology, collective, algorithm, gpus, size,
+            topology, collective, algorithm, gpus, call.size_bytes,
             None if protocol == "auto" else protocol)
         protocol = picked_protocol if protocol == "auto" else protocol
         if has_channels and channels == "auto":
             channels = picked_channels
     if has_channels:
         params["channels"] = channels
-    if algorithm == "ring" and collective in LOOPED and costs is None:
-        # NCCL's ring runs loops of one chunk per rank and channel, the chunk set by the
-        # protocol (ring_chunk_bytes: LL's is 32 KiB); a caller's cost model has no
-        # protocol: one loop.
-        params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
-    if algorithm == "ring" and collective in PIPELINED and costs is None:
-        # Its broadcast and reduce pipeline the protocol's step. Simple synchronises each
-        # step (its latency paid in series, as in the ring's loops); LL and LL128 flag every
-        # line, so NCCL_STEPS steps are in flight on each connection, each forwarded in
-        # units inside a node (pipeline_units) and whole across nodes. A caller's cost
-        # model has no protocol: 512 KiB chunks, one at a time.
-        params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
-        if pipeline_units(protocol) > 1:
-            params.setdefault("window", NCCL_STEPS)
-            params.setdefault("units", pipeline_units(protocol))
-    if algorithm == "nccl_tree" and costs is None and pipeline_units(protocol) > 1 \
-            and int(params.get("window", 1)) > 1:
-        # An LL or LL128 tree given a window runs as NCCL's: NCCL's Tree chunk for the call,
-        # forwarded in units inside a node and whole across nodes. Not the default: on the
-        # published runs it brings InfiniBand clusters closer and AWS EFA and GCP TCPXO
-        # further (docs/nccl.md, "LL and LL128").
-        params.setdefault("chunk_size", tree_chunk_bytes(protocol, size, int(channels),
-                                                         len(gpus_per_node(topology, gpus)),
-                                                         len(gpus)))
-        params.setdefault("units", pipeline_units(protocol))
-    if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
-        per_node = gpus_per_node(topology, gpus)
-        heads = nvls_heads(max(per_node.values(), default=1))
-        params["chunk_size"] = nvls_chunk_bytes(algorithm, size, int(channels), heads,
-                                                len(per_node))
+    registered = REGISTRY.get((collective, algorithm))
+    if costs is None and registered is not None and registered.protocol_params is not None:
+        # What NCCL's protocol implies for this algorithm (its chunk, window, units); a
+        # caller's cost model has no protocol, and a parameter the caller gave wins.
+        implied = registered.protocol_params(replace(call, params=params), gpus, protocol,
+                                             channels)
+        for name, value in implied.items():
+            params.setdefault(name, value)
     try:
         model = cost_model(topology, algorithm, protocol, gpus)
     except InputError as exc:  # a protocol the family does not run (NVLS: Simple only)

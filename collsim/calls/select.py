@@ -9,11 +9,10 @@ from dataclasses import replace
 from typing import Any
 
 from collsim.calls.plan import NCCL_PARAMS, auto_choice, candidates, is_nccl, takes_channels
-from collsim.engine.costs import CostModel
+from collsim.callspec import CallSpec
 from collsim.errors import InputError
 from collsim.hardware.placement import place_ranks
-from collsim.hardware.topology import Topology
-from collsim.params import COMMON_PARAMS
+from collsim.params import COMMON_PARAMS, CallParams
 
 
 def selector_params(algorithm: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -28,39 +27,43 @@ def selector_params(algorithm: str, params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def simulate_selected(topology: Topology, collective: str, selector: str, ranks: int,
-                      size_bytes: int, params: dict[str, Any], costs: CostModel | None,
-                      observe: Callable[[Any], Any] | None, simulate: Callable[..., Any]) -> Any:
-    """The row of ``auto`` or ``best`` for this call: the chosen algorithm's simulation under
-    its plan, recorded as ``algorithm`` = the selector and ``selected`` = what ran.
-    ``simulate`` is :func:`collsim.simulate.simulate`, which calls this (passed, not imported,
-    so that selection stays below the simulator)."""
-    params = selector_params(selector, params)
+def simulate_selected(call: CallSpec, observe: Callable[[Any], Any] | None,
+                      simulate: Callable[[CallSpec, Callable[[Any], Any] | None], Any]) -> Any:
+    """The row of ``auto`` or ``best`` (``call.algorithm``) for this call: the chosen
+    algorithm's simulation under its plan, recorded as ``algorithm`` = the selector and
+    ``selected`` = what ran. ``simulate`` is :func:`collsim.simulate.simulate_call`, which
+    calls this (passed, not imported, so that selection stays below the simulator)."""
+    topology, collective, selector = call.topology, call.collective, call.algorithm
+    ranks, size_bytes = call.ranks, call.size_bytes
+    params = selector_params(selector, dict(call.params))
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise InputError(f"ranks must be a positive whole number, got {ranks!r}", key="ranks")
     gpus = place_ranks(topology, ranks, params)
     auto = auto_choice(topology, collective, gpus, size_bytes)
-    run_auto = simulate(topology, collective, auto.algorithm, ranks, size_bytes,
-                        _with(params, collective, auto.algorithm, auto.protocol, auto.channels),
-                        costs, observe if selector == "auto" else None)
+    run_auto = simulate(replace(call, algorithm=auto.algorithm,
+                                params=_with(params, collective, auto.algorithm, auto.protocol,
+                                             auto.channels)),
+                        observe if selector == "auto" else None)
     if selector == "auto":
         return replace(run_auto, algorithm="auto", selected=auto.algorithm)
     best = run_auto
     for algorithm, protocol in candidates(topology, collective, gpus, size_bytes):
         if (algorithm, protocol) == (auto.algorithm, auto.protocol):
             continue
-        result = simulate(topology, collective, algorithm, ranks, size_bytes,
-                          _with(params, collective, algorithm, protocol, "auto"), costs)
+        result = simulate(replace(call, algorithm=algorithm,
+                                  params=_with(params, collective, algorithm, protocol, "auto")),
+                          None)
         if result.time_s < best.time_s:
             best = result
     speedup = run_auto.time_s / best.time_s if best.time_s > 0 else 1.0
     return replace(best, algorithm="best", selected=best.algorithm, speedup_vs_auto=speedup)
 
 
-def _with(params: dict[str, Any], collective: str, algorithm: str, protocol: str,
-          channels: int | str) -> dict[str, Any]:
+def _with(params: CallParams, collective: str, algorithm: str, protocol: str,
+          channels: int | str) -> CallParams:
     """``params`` with the protocol, and the channels where the algorithm takes them."""
-    chosen = {**params, "protocol": protocol} if is_nccl(algorithm) else dict(params)
+    chosen: CallParams = {**params, "protocol": protocol} if is_nccl(algorithm) \
+        else dict(params)  # type: ignore[assignment]
     if takes_channels(collective, algorithm):
         chosen["channels"] = channels
     return chosen
