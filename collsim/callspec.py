@@ -25,7 +25,7 @@ class CallSpec:
     algorithm: str
     ranks: int
     size_bytes: int
-    params: CallParams = field(default_factory=dict)  # type: ignore[assignment]
+    params: CallParams = field(default_factory=dict)
     costs: CostModel | None = None
 
 

@@ -66,7 +66,7 @@ def record_call(topology: Topology, collective: str, algorithm: str, ranks: int,
                 record: bool = True) -> Recorded:
     """:func:`run_recorded` of the call given apart."""
     return run_recorded(CallSpec(topology, collective, algorithm, ranks, size_bytes,
-                                 dict(params or {}), costs),  # type: ignore[arg-type]
+                                 dict(params or {}), costs),
                         offsets, record)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
@@ -29,18 +29,20 @@ from collsim.params import COMMON_PARAMS, DTYPES, CallParams, dtype_name
 from collsim.program import Job
 from collsim.units import UnitError, format_size, format_time, parse_size
 
-# DESIGN.md's columns, in order: the point's inputs, then what was measured.
-INPUT_COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes")
-MEASURED_COLUMNS = ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s")
-RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
-# What the call ran with (DESIGN.md "Real machines"), after DESIGN.md's columns: the NCCL
-# protocol whose costs it paid (empty under the ideal model), its channels (empty for an
-# algorithm without), and the algorithm that ran (what auto or best selected). There they
-# are outcomes, which never identify a point; a scenario that sweeps protocol or channels
-# has that column among its swept keys instead, holding the value asked for.
-CHOICE_COLUMNS = ("protocol", "channels", "selected")
-TABLE_COLUMNS = RESULT_COLUMNS + CHOICE_COLUMNS
-COLUMNS = TABLE_COLUMNS  # the columns PointResult.row() fills
+# The groups of the results table's columns, in order. "input": DESIGN.md's columns that
+# identify the point; "measured": what was measured. "choice": what the call ran with
+# (DESIGN.md "Real machines"), after DESIGN.md's columns: the NCCL protocol whose costs it
+# paid (empty under the ideal model), its channels (empty for an algorithm without), and
+# the algorithm that ran (what auto or best selected). There they are outcomes, which never
+# identify a point; a scenario that sweeps protocol or channels has that column among its
+# swept keys instead, holding the value asked for.
+COLUMN_GROUPS = ("input", "measured", "choice")
+
+
+def column(group: str, **options: Any) -> Any:
+    """A :class:`PointResult` field that is a column of the results table, in ``group``
+    (one of COLUMN_GROUPS); columns follow the fields' order within their group."""
+    return field(metadata={"column": group}, **options)
 
 
 @dataclass(frozen=True)
@@ -48,20 +50,20 @@ class PointResult:
     """One row of the results table (DESIGN.md's columns, then what the call ran with) plus
     what the engine counted; ``speedup_vs_auto`` for ``best`` (auto's time / best's)."""
 
-    topology: str
-    collective: str
-    algorithm: str
-    ranks: int
-    size_bytes: int
-    time_s: float
-    algbw_GBps: float
-    busbw_GBps: float
-    analytic_time_s: float | None
+    scenario: str = column("input", default="", kw_only=True)
+    topology: str = column("input")
+    collective: str = column("input")
+    algorithm: str = column("input")
+    ranks: int = column("input")
+    size_bytes: int = column("input")
+    time_s: float = column("measured")
+    algbw_GBps: float = column("measured")
+    busbw_GBps: float = column("measured")
+    analytic_time_s: float | None = column("measured")
     transfers: int
-    scenario: str = ""
-    protocol: str | None = None
-    channels: int | None = None
-    selected: str = ""
+    protocol: str | None = column("choice", default=None)
+    channels: int | None = column("choice", default=None)
+    selected: str = column("choice", default="")
     speedup_vs_auto: float | None = None
     path: str = "full"  # how the engine timed it: "lockstep" (whole steps), "symmetric" (one
     # rank per orbit of a rank shift) or "full" (every rank's events)
@@ -70,8 +72,8 @@ class PointResult:
     def row(self) -> dict[str, Any]:
         """The table's columns in order; a missing closed form, protocol or channels is
         empty."""
-        return {column: ("" if getattr(self, column) is None else getattr(self, column))
-                for column in COLUMNS}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: "" if values[name] is None else values[name] for name in COLUMNS}
 
     def __str__(self) -> str:
         """The line ``collsim estimate`` prints."""
@@ -92,6 +94,16 @@ class PointResult:
         if self.speedup_vs_auto is not None:
             parts.append(f"{self.speedup_vs_auto:.4g}x auto")
         return f" ({', '.join(parts)})" if parts else ""
+
+
+def _columns(group: str) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(PointResult) if f.metadata.get("column") == group)
+
+
+INPUT_COLUMNS, MEASURED_COLUMNS, CHOICE_COLUMNS = (_columns(g) for g in COLUMN_GROUPS)
+RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
+TABLE_COLUMNS = RESULT_COLUMNS + CHOICE_COLUMNS
+COLUMNS = TABLE_COLUMNS  # the columns PointResult.row() fills
 
 
 # Parameters that count something, 1 or more: what they count.
@@ -211,7 +223,7 @@ def expected_time(topology: Topology, collective: str, algorithm: str, ranks: in
                   costs: CostModel | None = None) -> float | None:
     """:func:`expected_call_time` of the call given apart."""
     return expected_call_time(CallSpec(topology, collective, algorithm, ranks, size_bytes,
-                                       dict(params or {}), costs))  # type: ignore[arg-type]
+                                       dict(params or {}), costs))
 
 
 def expected_call_time(call: CallSpec) -> float | None:
@@ -239,7 +251,7 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.calls.plan`).
     ``observe``, if given, is called with the engine before it runs (a progress display)."""
     return simulate_call(CallSpec(topology, collective, algorithm, ranks, size_bytes,
-                                  dict(params or {}), costs), observe)  # type: ignore[arg-type]
+                                  dict(params or {}), costs), observe)
 
 
 def simulate_call(call: CallSpec, observe: Callable[[TimingEngine], Any] | None = None
@@ -251,7 +263,7 @@ def simulate_call(call: CallSpec, observe: Callable[[TimingEngine], Any] | None 
     chosen = get_algorithm(call.collective, call.algorithm)
     job, gpus, planned = make_call(call, chosen)
     engine = TimingEngine(call.topology, gpus, job, chosen.program, planned.costs,
-                          symmetric=chosen.symmetric)
+                          symmetric=chosen.symmetric, steps=chosen.lockstep)
     if observe is not None:
         observe(engine)
     run = engine.run()

@@ -10,6 +10,7 @@ from typing import Any
 
 from collsim.callspec import CallSpec
 from collsim.collectives import COLLECTIVES
+from collsim.engine.lockstep import LockstepForm
 from collsim.errors import InputError
 from collsim.params import CallParams
 from collsim.program import Job, ProgramFactory
@@ -99,6 +100,10 @@ class Algorithm:
     # called when the call runs under NCCL's protocol costs; a parameter the caller gave
     # wins (collsim.calls.plan). None: the protocol implies nothing.
     protocol_params: Callable[[CallSpec, Sequence[int], str, Any], CallParams] | None = None
+    # job -> the program's steps as whole steps of every rank (or None where it has none
+    # for this job): the engine may time them at once (collsim.engine.lockstep). None:
+    # the engine traces the programs instead.
+    lockstep: LockstepForm | None = None
 
     def check_ranks(self, p: int) -> None:
         """Raise InputError when this algorithm cannot serve ``p`` ranks."""

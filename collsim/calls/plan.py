@@ -1,11 +1,13 @@
 """What one call runs with on a machine: its cost model, NCCL protocol and channel count, in
-one place (:func:`plan`), and what ``--algorithm auto`` (NCCL's choice) and ``best`` (the
-fastest simulated) pick (:func:`auto_choice`, :func:`candidates`).
+one place (:func:`plan_call`), and what ``--algorithm auto`` (NCCL's choice) and ``best``
+(the fastest simulated) pick (:func:`auto_choice`, :func:`candidates`).
 
 On a machine that declares ``nccl:`` figures an NCCL algorithm (``ring``, ``nccl_tree``,
 ``nvls``, ...) runs under :func:`collsim.nccl.protocols.cost_model` of its family and protocol,
 and any other algorithm under the ring family's Simple costs (a textbook program moves whole
-buffers as NCCL's Simple protocol does). Without ``nccl:`` figures (the canonical kinds)
+buffers as NCCL's Simple protocol does); what the protocol implies for an algorithm's own
+parameters (NCCL's chunk, window, units) is the algorithm's ``protocol_params``, declared on
+its registry record. Without ``nccl:`` figures (the canonical kinds)
 every call runs under the ideal model: no protocol, one channel unless asked.
 """
 
@@ -32,6 +34,7 @@ from collsim.nccl.choice import channels as nccl_channels
 from collsim.nccl.choice import choose
 from collsim.nccl.protocols import cost_model, nccl_figures
 from collsim.nccl.tuning import model as tuning_model
+from collsim.params import CallParams
 
 SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorithm
 # NCCL runs alltoall as grouped sends and receives, which its tuner does not model; auto runs
@@ -48,7 +51,7 @@ class Plan:
     where the algorithm takes it), its cost model, and the NCCL protocol (None under the
     ideal model or a model the caller gave) and channels (None for algorithms without)."""
 
-    params: dict[str, Any]
+    params: CallParams
     costs: CostModel
     protocol: str | None
     channels: int | None
@@ -87,7 +90,7 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
          params: dict[str, Any], costs: CostModel | None = None) -> Plan:
     """:func:`plan_call` of the call given apart."""
     return plan_call(CallSpec(topology, collective, algorithm, len(gpus), size,
-                              params, costs), gpus)  # type: ignore[arg-type]
+                              params, costs), gpus)
 
 
 def plan_call(call: CallSpec, gpus: Sequence[int]) -> Plan:

@@ -62,8 +62,7 @@ def simulate_selected(call: CallSpec, observe: Callable[[Any], Any] | None,
 def _with(params: CallParams, collective: str, algorithm: str, protocol: str,
           channels: int | str) -> CallParams:
     """``params`` with the protocol, and the channels where the algorithm takes them."""
-    chosen: CallParams = {**params, "protocol": protocol} if is_nccl(algorithm) \
-        else dict(params)  # type: ignore[assignment]
+    chosen: CallParams = {**params, "protocol": protocol} if is_nccl(algorithm) else {**params}
     if takes_channels(collective, algorithm):
         chosen["channels"] = channels
     return chosen

@@ -9,6 +9,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from collsim.output.kinds import draws
 from collsim.output.layout import Row, distinct
 from collsim.output.style import (
     COLORS,
@@ -21,6 +22,7 @@ from collsim.output.style import (
 )
 
 
+@draws("choice_map")
 def choice_map(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]) -> Figure:
     """Size x (topology, ranks), each cell shaded by the ``selected`` algorithm and protocol of
     the rows of algorithm ``spec["algorithm"]`` (``auto`` by default); one panel per

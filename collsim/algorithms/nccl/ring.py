@@ -262,6 +262,7 @@ def _protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
     params=PARAMS,
     prepare=PREPARE,
     protocol_params=_protocol_params,
+    lockstep=_allreduce_exchanges,
     symmetric=_allreduce_symmetric,
 )
 def nccl_ring_allreduce(rank: int, job: Job) -> Program:
@@ -269,9 +270,6 @@ def nccl_ring_allreduce(rank: int, job: Job) -> Program:
     channels, layout, lanes = _lanes(job)
     return side_by_side([_allreduce_lane(rank, job, layout, lanes, channels, lane)
                          for lane in range(len(lanes.channels))])
-
-
-nccl_ring_allreduce.lockstep = _allreduce_exchanges  # type: ignore[attr-defined]
 
 
 @register(
@@ -283,6 +281,7 @@ nccl_ring_allreduce.lockstep = _allreduce_exchanges  # type: ignore[attr-defined
     params=PARAMS,
     prepare=PREPARE,
     protocol_params=_protocol_params,
+    lockstep=partial(_blockwise_exchanges, reduce=False),
     symmetric=_blockwise_symmetric,
 )
 def nccl_ring_allgather(rank: int, job: Job) -> Program:
@@ -290,9 +289,6 @@ def nccl_ring_allgather(rank: int, job: Job) -> Program:
     channels, layout, lanes = _lanes(job)
     return side_by_side([_blockwise_lane(rank, job, layout, lanes, channels, lane, False)
                          for lane in range(len(lanes.channels))])
-
-
-nccl_ring_allgather.lockstep = partial(_blockwise_exchanges, reduce=False)  # type: ignore
 
 
 @register(
@@ -304,6 +300,7 @@ nccl_ring_allgather.lockstep = partial(_blockwise_exchanges, reduce=False)  # ty
     params=PARAMS,
     prepare=PREPARE,
     protocol_params=_protocol_params,
+    lockstep=partial(_blockwise_exchanges, reduce=True),
     symmetric=_blockwise_symmetric,
 )
 def nccl_ring_reducescatter(rank: int, job: Job) -> Program:
@@ -311,9 +308,6 @@ def nccl_ring_reducescatter(rank: int, job: Job) -> Program:
     channels, layout, lanes = _lanes(job)
     return side_by_side([_blockwise_lane(rank, job, layout, lanes, channels, lane, True)
                          for lane in range(len(lanes.channels))])
-
-
-nccl_ring_reducescatter.lockstep = partial(_blockwise_exchanges, reduce=True)  # type: ignore
 
 
 def _pipeline_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int,
