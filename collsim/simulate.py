@@ -118,7 +118,7 @@ def accepted_params(algorithm: Algorithm) -> tuple[str, ...]:
         ("protocol",) if is_nccl(algorithm.name) and "protocol" not in algorithm.params else ())
 
 
-def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> dict[str, Any]:
+def check_params(algorithm: Algorithm, ranks: int, params: CallParams) -> CallParams:
     """Validated algorithm parameters: known names, root in range, chunk_size a size > 0."""
     accepted = accepted_params(algorithm)
     for name in params:
@@ -206,7 +206,7 @@ def make_call(call: CallSpec, algorithm: Algorithm | None = None
 
 
 def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
-                  params: dict[str, Any], costs: CostModel = IDEAL) -> float | None:
+                  params: CallParams, costs: CostModel = IDEAL) -> float | None:
     """The algorithm's closed form on this machine under the cost model, where every route
     costs the same: the launch cost plus the form at the routes' alpha and beta, derived
     by the functions the fabric builds its routes with."""

@@ -26,7 +26,7 @@ class Cost:
     alpha: float
     beta: float
     gamma: float = 0.0
-    params: dict[str, Any] = field(default_factory=dict)
+    params: CallParams = field(default_factory=dict)
 
     @property
     def log_p(self) -> int:
@@ -99,7 +99,7 @@ class Algorithm:
     # parameters that protocol implies for this algorithm (NCCL's chunk, window, units),
     # called when the call runs under NCCL's protocol costs; a parameter the caller gave
     # wins (collsim.calls.plan). None: the protocol implies nothing.
-    protocol_params: Callable[[CallSpec, Sequence[int], str, Any], CallParams] | None = None
+    protocol_params: Callable[[CallSpec, Sequence[int], str, int | str], CallParams] | None = None
     # job -> the program's steps as whole steps of every rank (or None where it has none
     # for this job): the engine may time them at once (collsim.engine.lockstep). None:
     # the engine traces the programs instead.

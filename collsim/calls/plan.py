@@ -87,7 +87,7 @@ def check_protocol(value: Any) -> str:
 
 
 def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int], size: int,
-         params: dict[str, Any], costs: CostModel | None = None) -> Plan:
+         params: CallParams, costs: CostModel | None = None) -> Plan:
     """:func:`plan_call` of the call given apart."""
     return plan_call(CallSpec(topology, collective, algorithm, len(gpus), size,
                               params, costs), gpus)

@@ -15,7 +15,7 @@ from collsim.hardware.placement import place_ranks
 from collsim.params import COMMON_PARAMS, CallParams
 
 
-def selector_params(algorithm: str, params: dict[str, Any]) -> dict[str, Any]:
+def selector_params(algorithm: str, params: CallParams) -> CallParams:
     """The parameters ``auto`` and ``best`` take: the common ones; protocol, channels and
     algorithm parameters are theirs to choose."""
     for name in params:
