@@ -55,7 +55,8 @@ def ring(p: int, lockstep: bool = True) -> dict:
     algorithm = get_algorithm("allreduce", "ring")
     job, gpus = make_job(topology, algorithm, p, 4 * p, {})
     wall, cpu = time.perf_counter(), time.process_time()
-    run = TimingEngine(topology, gpus, job, algorithm.program, lockstep=lockstep).run()
+    run = TimingEngine(topology, gpus, job, algorithm.program, lockstep=lockstep,
+                       steps=algorithm.lockstep).run()
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     assert run.transfers == 2 * p * (p - 1)
     return {"p": p, "transfers": run.transfers, "cpu_s": cpu, "wall_s": wall,

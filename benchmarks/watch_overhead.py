@@ -1,5 +1,5 @@
 """What the progress line of ``collsim estimate`` costs the engine: one point simulated
-alternately with and without a :class:`~collsim.cli.watch.Watch` drawing to a buffer, the
+alternately with and without a :class:`~collsim.watch.Watch` drawing to a buffer, the
 fastest of several runs of each reported. The default algorithm is the double binary tree,
 which runs on the events (a one-channel ring takes the lockstep path, in a fraction of a
 second, with nothing for the line to watch).
@@ -15,9 +15,9 @@ import io
 import time
 from pathlib import Path
 
-from collsim.cli.watch import Watch
 from collsim.hardware.loader import load_topology
 from collsim.simulate import simulate
+from collsim.watch import Watch
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+import collsim.algorithms  # noqa: F401  (the built-in algorithms registered first)
 from collsim.algorithms.registry import REGISTRY, Algorithm, Cost, get_algorithm
 from collsim.collectives import COLLECTIVES, REDUCE_OPS
 from collsim.engine.costs import CostModel
+from collsim.engine.data import check_algorithm as check_program
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology as _load_file
 from collsim.hardware.shipped import resolve_topology, shipped_names
@@ -34,6 +36,7 @@ from collsim.scenarios.runner import TABLE_FILE, RunOptions
 from collsim.scenarios.runner import run_scenario as _run
 from collsim.simulate import PointResult, check_params, expected_time, simulate
 from collsim.units import UnitError
+from collsim.watch import Watch
 
 # Algorithms registered through this interface: they may be replaced; built-in ones not.
 _REGISTERED_HERE: set[tuple[str, str]] = set()
@@ -75,8 +78,6 @@ def estimate(topology: str | Path | Topology, collective: str, algorithm: str, r
     point = dict(params or {})
     if not progress:
         return simulate(machine, collective, algorithm, ranks, size_bytes, point, model)
-    from collsim.cli.watch import Watch
-
     with Watch(expected_time(machine, collective, algorithm, ranks, size_bytes, point, model),
                enabled=True) as watch:
         return simulate(machine, collective, algorithm, ranks, size_bytes, point, model,
@@ -143,8 +144,6 @@ def register(collective: str, name: str, *, cost: Callable[[Cost], float] | None
     the elements of a ``"tmp"`` buffer it needs. ``replace`` lets a notebook cell that
     registers the same name run again; built-in algorithms cannot be replaced.
     """
-    import collsim.algorithms  # noqa: F401  (the built-in algorithms first)
-
     if collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {collective!r}; choose one of "
                          f"{', '.join(COLLECTIVES)}")
@@ -192,8 +191,6 @@ def check_algorithm(collective: str, algorithm: str | ProgramFactory,
     pipelined in chunks of 3 elements unless ``params`` says otherwise. A wrong result
     raises AssertionError naming the rank and elements; a deadlock raises SimulationError.
     """
-    from collsim.engine.data import check_algorithm as check
-
     if collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {collective!r}")
     registered = get_algorithm(collective, algorithm) if isinstance(algorithm, str) else None
@@ -218,15 +215,14 @@ def check_algorithm(collective: str, algorithm: str | ProgramFactory,
             job = Job(collective, p, count, itemsize=element, root=root, params=job_params,
                       ring=ring)
             space = registered.scratch(job) if registered else 0
-            check(program, job, ops[index % len(ops)], dtype, seed=seed + index, scratch=space)
+            check_program(program, job, ops[index % len(ops)], dtype, seed=seed + index,
+                          scratch=space)
             cases += 1
     return cases
 
 
 def list_algorithms(collective: str | None = None) -> dict[str, list[str]]:
     """The registered algorithms' names by collective (one collective's if named)."""
-    import collsim.algorithms  # noqa: F401
-
     names: dict[str, list[str]] = {c: [] for c in COLLECTIVES}
     for c, name in REGISTRY:
         names[c].append(name)

@@ -3,8 +3,8 @@ scenario loader and sweep, the crossover search and the closed forms all import 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 # Bytes per element of the data types a collective can carry (bfloat16 as in NCCL).
 DTYPES = {"int8": 1, "uint8": 1, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
@@ -14,6 +14,22 @@ DEFAULT_DTYPE = "float32"  # as nccl-tests
 DEFAULT_CHUNK_BYTES = 512 * 1024
 # Parameters every algorithm accepts, besides the ones its registration declares.
 COMMON_PARAMS = ("root", "dtype", "placement")
+
+
+class CallParams(TypedDict, total=False):
+    """The parameters a call may carry, as a user gives them (sizes as text, ``auto``) or
+    as checked (sizes in bytes, channels a number). An algorithm registered from Python may
+    declare others of its own; they travel alongside these."""
+
+    root: int                        # the rooted collectives' root rank
+    dtype: str                       # one of DTYPES
+    placement: str | Sequence[int]   # packed, spread, or the GPU of each rank
+    chunk_size: int | str            # the pipelining chunk, bytes
+    channels: int | str              # NCCL's channels, or auto
+    protocol: str                    # NCCL's protocol, or auto
+    window: int                      # chunks in flight on a connection
+    units: int                       # units a chunk is forwarded in inside a node
+    inter: str                       # hierarchical: the algorithm between nodes
 
 
 def dtype_name(params: Mapping[str, Any]) -> str:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from collsim.params import DEFAULT_CHUNK_BYTES
+from collsim.params import DEFAULT_CHUNK_BYTES, CallParams
 
 
 @dataclass(slots=True)
@@ -156,7 +156,7 @@ class Job:
     count: int
     itemsize: int = 4
     root: int = 0
-    params: dict[str, Any] = field(default_factory=dict)
+    params: CallParams = field(default_factory=dict)
     ring: tuple[int, ...] = ()
     nodes: tuple[int, ...] = ()
     lanes: tuple[float, ...] = ()

@@ -17,11 +17,13 @@ import numpy as np
 import simpy
 
 from collsim.algorithms.registry import get_algorithm
+from collsim.callspec import CallSpec
 from collsim.engine.costs import CostModel
 from collsim.engine.recording import Recorder, RecordingFabric
 from collsim.engine.simulation import Call, Simulation
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
+from collsim.params import CallParams
 from collsim.simulate import make_call
 
 
@@ -60,15 +62,24 @@ def draw_offsets(ranks: int, spread: float = 0.0, late: Sequence[tuple[int, floa
 
 
 def record_call(topology: Topology, collective: str, algorithm: str, ranks: int,
-                size_bytes: int, params: dict[str, Any] | None = None,
+                size_bytes: int, params: CallParams | None = None,
                 offsets: Sequence[float] | None = None, costs: CostModel | None = None,
                 record: bool = True, observe: Callable[[Any], Any] | None = None) -> Recorded:
+    """:func:`run_recorded` of the call given apart."""
+    return run_recorded(CallSpec(topology, collective, algorithm, ranks, size_bytes,
+                                 dict(params or {}), costs),
+                        offsets, record, observe)
+
+
+def run_recorded(call: CallSpec, offsets: Sequence[float] | None = None,
+                 record: bool = True, observe: Callable[[Any], Any] | None = None) -> Recorded:
     """Simulate one call, rank r starting at ``offsets[r]`` (default all 0), recording
     its steps and every flow's rates unless ``record`` is False. The call runs under the
-    machine's cost model (:mod:`collsim.nccl.call`) unless ``costs`` replaces it.
+    machine's cost model (:mod:`collsim.calls.plan`) unless ``call.costs`` replaces it.
     ``observe``, if given, is called with the simulation before it runs (a progress line)."""
-    chosen = get_algorithm(collective, algorithm)
-    job, gpus, plan = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
+    topology, ranks = call.topology, call.ranks
+    chosen = get_algorithm(call.collective, call.algorithm)
+    job, gpus, plan = make_call(call, chosen)
     costs = plan.costs
     offsets = list(offsets) if offsets is not None else [0.0] * ranks
     env = simpy.Environment()

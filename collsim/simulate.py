@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
 from collsim.algorithms.registry import Algorithm, Cost, get_algorithm
+from collsim.calls.plan import (
+    SELECTORS,
+    Plan,
+    canonical_algorithm,
+    check_protocol,
+    is_nccl,
+    plan_call,
+)
+from collsim.calls.select import simulate_selected
+from collsim.callspec import CallSpec
 from collsim.collectives import COLLECTIVES
 from collsim.engine.costs import IDEAL, CostModel, path_costs
 from collsim.engine.timing import TimingEngine
@@ -14,22 +25,27 @@ from collsim.errors import InputError
 from collsim.hardware.limits import check_call_ranks
 from collsim.hardware.placement import place_ranks, ring_order
 from collsim.hardware.topology import Topology
-from collsim.nccl.call import (
-    SELECTORS,
-    Plan,
-    canonical_algorithm,
-    check_protocol,
-    is_nccl,
-    plan,
-)
 from collsim.nccl.constants import MAX_CHANNELS
-from collsim.output.table import TABLE_COLUMNS
-from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
+from collsim.params import COMMON_PARAMS, DTYPES, CallParams, dtype_name
 from collsim.program import Job
 from collsim.suggest import did_you_mean
 from collsim.units import UnitError, format_size, format_time, parse_size
 
-COLUMNS = TABLE_COLUMNS
+# The groups of the results table's columns, in order (docs/design.md#results-table).
+# "input": the contract's columns that identify the point; "measured": what was measured.
+# "choice": what the call ran with (docs/design.md#real-machines), after the contract's
+# columns: the NCCL protocol whose costs it paid (empty under the ideal model), its channels
+# (empty for an algorithm without), and the algorithm that ran (what auto or best
+# selected). There they are outcomes, which never identify a point; a scenario that sweeps
+# protocol or channels has that column among its swept keys instead, holding the value
+# asked for.
+COLUMN_GROUPS = ("input", "measured", "choice")
+
+
+def column(group: str, **options: Any) -> Any:
+    """A :class:`PointResult` field that is a column of the results table, in ``group``
+    (one of COLUMN_GROUPS); columns follow the fields' order within their group."""
+    return field(metadata={"column": group}, **options)
 
 
 @dataclass(frozen=True)
@@ -38,20 +54,20 @@ class PointResult:
     call ran with) plus what the engine counted; ``speedup_vs_auto`` for ``best`` (auto's time
     / best's)."""
 
-    topology: str
-    collective: str
-    algorithm: str
-    ranks: int
-    size_bytes: int
-    time_s: float
-    algbw_GBps: float
-    busbw_GBps: float
-    analytic_time_s: float | None
+    scenario: str = column("input", default="", kw_only=True)
+    topology: str = column("input")
+    collective: str = column("input")
+    algorithm: str = column("input")
+    ranks: int = column("input")
+    size_bytes: int = column("input")
+    time_s: float = column("measured")
+    algbw_GBps: float = column("measured")
+    busbw_GBps: float = column("measured")
+    analytic_time_s: float | None = column("measured")
     transfers: int
-    scenario: str = ""
-    protocol: str | None = None
-    channels: int | None = None
-    selected: str = ""
+    protocol: str | None = column("choice", default=None)
+    channels: int | None = column("choice", default=None)
+    selected: str = column("choice", default="")
     speedup_vs_auto: float | None = None
     path: str = "full"  # how the engine timed it: "lockstep" (whole steps), "symmetric" (one
     # rank per orbit of a rank shift) or "full" (every rank's events)
@@ -60,8 +76,8 @@ class PointResult:
     def row(self) -> dict[str, Any]:
         """The table's columns in order; a missing closed form, protocol or channels is
         empty."""
-        return {column: ("" if getattr(self, column) is None else getattr(self, column))
-                for column in COLUMNS}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: "" if values[name] is None else values[name] for name in COLUMNS}
 
     def __str__(self) -> str:
         """The line ``collsim estimate`` prints."""
@@ -84,6 +100,16 @@ class PointResult:
         return f" ({', '.join(parts)})" if parts else ""
 
 
+def _columns(group: str) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(PointResult) if f.metadata.get("column") == group)
+
+
+INPUT_COLUMNS, MEASURED_COLUMNS, CHOICE_COLUMNS = (_columns(g) for g in COLUMN_GROUPS)
+RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
+TABLE_COLUMNS = RESULT_COLUMNS + CHOICE_COLUMNS
+COLUMNS = TABLE_COLUMNS  # the columns PointResult.row() fills
+
+
 # Parameters that count something, 1 or more: what they count.
 COUNT_PARAMS = {"window": "chunks in flight on a connection",
                 "units": "units a chunk is forwarded in inside a node"}
@@ -96,7 +122,7 @@ def accepted_params(algorithm: Algorithm) -> tuple[str, ...]:
         ("protocol",) if is_nccl(algorithm.name) and "protocol" not in algorithm.params else ())
 
 
-def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> dict[str, Any]:
+def check_params(algorithm: Algorithm, ranks: int, params: CallParams) -> CallParams:
     """Validated algorithm parameters: known names, root in range, chunk_size a size > 0."""
     accepted = accepted_params(algorithm)
     for name in params:
@@ -144,32 +170,36 @@ def check_params(algorithm: Algorithm, ranks: int, params: dict[str, Any]) -> di
 
 
 def make_job(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
-             params: dict[str, Any]) -> tuple[Job, list[int]]:
+             params: CallParams) -> tuple[Job, list[int]]:
     """The Job every rank's program sees, and the GPU each rank runs on."""
-    job, gpus, _ = make_call(topology, algorithm, ranks, size_bytes, params)
+    call = CallSpec(topology, algorithm.collective, algorithm.name, ranks, size_bytes, params)
+    job, gpus, _ = make_call(call, algorithm)
     return job, gpus
 
 
-def make_call(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
-              params: dict[str, Any], costs: CostModel | None = None
+def make_call(call: CallSpec, algorithm: Algorithm | None = None
               ) -> tuple[Job, list[int], Plan]:
     """:func:`make_job` and the call's plan (cost model, protocol, channels; see
-    :mod:`collsim.nccl.call`); ``costs``, if given, replaces the machine's model."""
+    :mod:`collsim.calls.plan`); ``call.costs``, if given, replaces the machine's model.
+    ``algorithm`` is the registry record of ``call.algorithm`` (looked up if not given)."""
+    topology, ranks, size_bytes = call.topology, call.ranks, call.size_bytes
+    if algorithm is None:
+        algorithm = get_algorithm(call.collective, call.algorithm)
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise InputError(f"ranks must be a positive whole number, got {ranks!r}", key="ranks")
     if ranks > topology.gpus:
         raise InputError(f"{ranks} ranks do not fit on topology '{topology.name}', which has "
                          f"{topology.gpus} GPUs", key="ranks")
     algorithm.check_ranks(ranks)
-    params = check_params(algorithm, ranks, params)
+    params = check_params(algorithm, ranks, dict(call.params))
     itemsize = DTYPES[dtype_name(params)]
     if size_bytes < 0 or size_bytes % itemsize:
         raise InputError(f"size {size_bytes} B is not a whole number of "
                          f"{dtype_name(params)} elements ({itemsize} B each)",
                          key="size")
     gpus = place_ranks(topology, ranks, params)
-    call = plan(topology, algorithm.collective, algorithm.name, gpus, size_bytes, params, costs)
-    params = call.params
+    planned = plan_call(replace(call, params=params), gpus)
+    params = planned.params
     collective = COLLECTIVES[algorithm.collective]
     job = Job(algorithm.collective, ranks, size_bytes // itemsize, itemsize,
               root=params.get("root", 0) if collective.rooted else 0, params=params,
@@ -177,11 +207,11 @@ def make_call(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: 
               nodes=tuple(topology.node_of[g] for g in gpus))
     if algorithm.prepare is not None:
         job = algorithm.prepare(job, topology, gpus)
-    return job, gpus, call
+    return job, gpus, planned
 
 
 def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_bytes: int,
-                  params: dict[str, Any], costs: CostModel = IDEAL) -> float | None:
+                  params: CallParams, costs: CostModel = IDEAL) -> float | None:
     """The algorithm's closed form on this machine under the cost model, where every route
     costs the same: the launch cost plus the form at the routes' alpha and beta, derived
     by the functions the fabric builds its routes with."""
@@ -194,44 +224,53 @@ def analytic_time(topology: Topology, algorithm: Algorithm, ranks: int, size_byt
 
 
 def expected_time(topology: Topology, collective: str, algorithm: str, ranks: int,
-                  size_bytes: int, params: dict[str, Any] | None = None,
+                  size_bytes: int, params: CallParams | None = None,
                   costs: CostModel | None = None) -> float | None:
+    """:func:`expected_call_time` of the call given apart."""
+    return expected_call_time(CallSpec(topology, collective, algorithm, ranks, size_bytes,
+                                       dict(params or {}), costs))
+
+
+def expected_call_time(call: CallSpec) -> float | None:
     """The closed-form time of a call under the cost model it would run with, for a progress
     line's "of about"; None where there is none (``auto``, ``best``) or the input is bad (the
     simulation reports that itself)."""
-    algorithm = canonical_algorithm(collective, algorithm)
+    algorithm = canonical_algorithm(call.collective, call.algorithm)
     if algorithm in SELECTORS:
         return None
     try:
-        chosen = get_algorithm(collective, algorithm)
-        job, _, call = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
-        return analytic_time(topology, chosen, ranks, size_bytes, job.params, call.costs)
+        chosen = get_algorithm(call.collective, algorithm)
+        job, _, planned = make_call(replace(call, algorithm=algorithm), chosen)
+        return analytic_time(call.topology, chosen, call.ranks, call.size_bytes, job.params,
+                             planned.costs)
     except (InputError, ValueError, ArithmeticError):
         return None
 
 
 def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, size_bytes: int,
-             params: dict[str, Any] | None = None, costs: CostModel | None = None,
+             params: CallParams | None = None, costs: CostModel | None = None,
              observe: Callable[[TimingEngine], Any] | None = None) -> PointResult:
     """Simulate one collective call and return its row of the results table. ``algorithm``
     is a registered name, ``auto`` (NCCL's choice) or ``best`` (the fastest NCCL algorithm
     and protocol, simulated); ``costs`` replaces the machine's cost model (ideal on the
-    canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.nccl.call`).
+    canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.calls.plan`).
     ``observe``, if given, is called with the engine before it runs (a progress display)."""
-    import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
+    return simulate_call(CallSpec(topology, collective, algorithm, ranks, size_bytes,
+                                  dict(params or {}), costs), observe)
 
-    algorithm = canonical_algorithm(collective, algorithm)
-    if isinstance(ranks, int) and ranks <= topology.gpus:  # else make_call says it does not fit
-        check_call_ranks(ranks, algorithm in SELECTORS)  # before anything is built
-    if algorithm in SELECTORS:
-        from collsim.nccl.select import simulate_selected
 
-        return simulate_selected(topology, collective, algorithm, ranks, size_bytes,
-                                 dict(params or {}), costs, observe)
-    chosen = get_algorithm(collective, algorithm)
-    job, gpus, call = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
-    engine = TimingEngine(topology, gpus, job, chosen.program, call.costs,
-                          symmetric=chosen.symmetric)
+def simulate_call(call: CallSpec, observe: Callable[[TimingEngine], Any] | None = None
+                  ) -> PointResult:
+    """:func:`simulate` of one :class:`~collsim.callspec.CallSpec`."""
+    call = replace(call, algorithm=canonical_algorithm(call.collective, call.algorithm))
+    if isinstance(call.ranks, int) and call.ranks <= call.topology.gpus:  # else make_call says
+        check_call_ranks(call.ranks, call.algorithm in SELECTORS)  # before anything is built
+    if call.algorithm in SELECTORS:
+        return simulate_selected(call, observe, simulate_call)
+    chosen = get_algorithm(call.collective, call.algorithm)
+    job, gpus, planned = make_call(call, chosen)
+    engine = TimingEngine(call.topology, gpus, job, chosen.program, planned.costs,
+                          symmetric=chosen.symmetric, steps=chosen.lockstep)
     if observe is not None:
         observe(engine)
     run = engine.run()
@@ -239,11 +278,11 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
     # A call that takes no time (one rank has nobody to talk to) moved nothing over a link:
     # it reports algbw and busbw 0, as nccl-tests reports busbw 0 for one rank, instead of
     # an infinite algbw and a busbw of inf * 0 = NaN that would poison tables and figures.
-    algbw = size_bytes / time / 1e9 if time > 0 else 0.0
-    busbw = algbw * COLLECTIVES[collective].busbw_factor(ranks)
-    return PointResult(topology.name, collective, algorithm, ranks, size_bytes, time, algbw,
-                       busbw,
-                       analytic_time(topology, chosen, ranks, size_bytes, job.params,
-                                     call.costs),
-                       run.transfers, protocol=call.protocol, channels=call.channels,
-                       selected=algorithm, path=run.path, fallback=run.fallback)
+    algbw = call.size_bytes / time / 1e9 if time > 0 else 0.0
+    busbw = algbw * COLLECTIVES[call.collective].busbw_factor(call.ranks)
+    return PointResult(call.topology.name, call.collective, call.algorithm, call.ranks,
+                       call.size_bytes, time, algbw, busbw,
+                       analytic_time(call.topology, chosen, call.ranks, call.size_bytes,
+                                     job.params, planned.costs),
+                       run.transfers, protocol=planned.protocol, channels=planned.channels,
+                       selected=call.algorithm, path=run.path, fallback=run.fallback)

@@ -39,7 +39,8 @@ def system_strategy():
     NIC counts and speeds, CPUs, NVLS and CollNet settings."""
     from hypothesis import strategies as st
 
-    from collsim.nccl.system import CPUS, GPU_LINKS, NIC_PATHS
+    from collsim.hardware.nccl_names import CPUS, NIC_PATHS
+    from collsim.nccl.system import GPU_LINKS
 
     return st.builds(
         NcclSystem,

@@ -1,6 +1,6 @@
 """Every long command shows a progress line on a terminal and nothing when piped: workload,
 jobs, calibrate (iteration and error so far) and estimate's recording run, all through
-collsim/cli/watch.py. The commands run in-process on small inputs with the line's delays
+collsim/watch.py. The commands run in-process on small inputs with the line's delays
 shortened, stderr a stand-in terminal; tests/test_cli_watch.py runs estimate on a real
 pseudo-terminal."""
 
@@ -12,9 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from collsim import watch
 from collsim.calibrate.fit import FitProgress, calibrate
-from collsim.cli import main, watch
-from collsim.cli.watch import FitWatch
+from collsim.cli import main
+from collsim.watch import FitWatch
 
 WORKLOAD = """\
 name: small-dp

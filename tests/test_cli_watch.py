@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from collsim.cli.watch import Watch
+from collsim.watch import Watch
 
 ROOT = Path(__file__).resolve().parents[1]
 # About 2-4 s of simulation: long enough for the line to be drawn a few times.

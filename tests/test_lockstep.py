@@ -28,7 +28,8 @@ def both(topology, collective, p, size, params=None, costs=None, name="ring"):
     algorithm = get_algorithm(collective, name)
     job, gpus = make_job(topology, algorithm, p, size, dict(params or {}))
     extra = {} if costs is None else {"costs": costs}
-    quick = TimingEngine(topology, gpus, job, algorithm.program, **extra).run()
+    quick = TimingEngine(topology, gpus, job, algorithm.program, steps=algorithm.lockstep,
+                         **extra).run()
     full = TimingEngine(topology, gpus, job, algorithm.program, lockstep=False, **extra).run()
     return quick, full
 
@@ -165,7 +166,7 @@ def test_exchange_counts_are_the_programs_counts():
                     send = next(op for op in ops if type(op) is Send)
                     recv = next(op for op in ops if type(op) is Recv)
                     sends[step, rank] = (send.peer, send.count, recv.reduce)
-            exchanges = list(algorithm.program.lockstep(job))
+            exchanges = list(algorithm.lockstep(job))
             assert len(exchanges) == len(sends) // p
             for step, exchange in enumerate(exchanges):
                 counts = np.broadcast_to(exchange.counts, (p,))
@@ -183,7 +184,7 @@ def test_simulate_at_scale_takes_the_lockstep_path_and_meets_the_closed_form():
 
 
 def programs_of(steps):
-    """Per-rank programs doing ``steps`` (Exchanges), with the steps as their lockstep form."""
+    """Per-rank programs doing ``steps`` (Exchanges); their lockstep form is the steps."""
 
     def program(rank, job):
         for tag, step in enumerate(steps):
@@ -194,7 +195,6 @@ def programs_of(steps):
                    Recv(int(step.senders[into]), tag, 0, int(counts[into]), reduce=step.reduce,
                         lane=step.lane))
 
-    program.lockstep = lambda job: steps
     return program
 
 
@@ -226,15 +226,15 @@ def test_any_pattern_is_exact_or_falls_back(data, nics, nodes):
     topology = load_topology(CLUSTER, {"nodes": nodes, "node.nics.count": nics})
     p = topology.gpus
     steps = data.draw(exchanges(p))
-    program = programs_of(steps)
+    program, form = programs_of(steps), lambda job: steps
     job = Job("allreduce", p, 3000)
     gpus = list(range(p))
     full = TimingEngine(topology, gpus, job, program, lockstep=False).run()
-    quick = TimingEngine(topology, gpus, job, program).run()
+    quick = TimingEngine(topology, gpus, job, program, steps=form).run()
     same(quick, full)  # lockstep or not, the same finish times
     flat = switch("s", p, 1e-6, 50e9, 20e9)
     full = TimingEngine(flat, gpus, job, program, lockstep=False).run()
-    quick = TimingEngine(flat, gpus, job, program).run()
+    quick = TimingEngine(flat, gpus, job, program, steps=form).run()
     assert quick.path == "lockstep"
     same(quick, full)
 
@@ -258,7 +258,8 @@ def test_a_transfer_still_on_a_link_when_the_pattern_changes_falls_back():
     counts[0] = 1 << 20
     for (senders, receivers), declined in ((meets, True), (follows, False)):
         steps = [Exchange(first, into_first, counts), Exchange(senders, receivers, 10)]
-        engine = TimingEngine(topology, gpus, job, programs_of(steps))
+        engine = TimingEngine(topology, gpus, job, programs_of(steps),
+                              steps=lambda job, steps=steps: steps)
         assert (run_lockstep(engine.fabric, gpus, job, steps, 0.0, 0.0) is None) == declined
         quick = engine.run()
         assert quick.path == ("full" if declined else "lockstep")
@@ -278,11 +279,6 @@ def test_run_json_counts_the_paths(tmp_path):
     assert info["paths"] == {"lockstep": 4, "full": 8}
 
 
-def plain(program):
-    """The same programs without their lockstep form: the engine traces them."""
-    return lambda rank, job: program(rank, job)
-
-
 @settings(max_examples=25, deadline=None)
 @given(data=st.data(), nics=st.sampled_from([1, 8]), nodes=st.integers(1, 2))
 def test_traced_programs_are_exact_or_fall_back(data, nics, nodes):
@@ -290,7 +286,7 @@ def test_traced_programs_are_exact_or_fall_back(data, nics, nodes):
     permutation steps give the events' finish times, taken or declined."""
     topology = load_topology(CLUSTER, {"nodes": nodes, "node.nics.count": nics})
     p = topology.gpus
-    program = plain(programs_of(data.draw(exchanges(p))))
+    program = programs_of(data.draw(exchanges(p)))  # no lockstep form: traced
     job = Job("allreduce", p, 3000)
     gpus = list(range(p))
     same(TimingEngine(topology, gpus, job, program).run(),
@@ -320,7 +316,8 @@ def test_every_shipped_algorithm_is_exact_on_either_path():
                     job, gpus = make_job(topology, algorithm, p, 4 * p * 257, {})
                 except Exception:  # noqa: BLE001 - not defined at this p (powers of two)
                     continue
-                quick = TimingEngine(topology, gpus, job, algorithm.program).run()
+                quick = TimingEngine(topology, gpus, job, algorithm.program,
+                                     steps=algorithm.lockstep).run()
                 same(quick, TimingEngine(topology, gpus, job, algorithm.program,
                                          lockstep=False).run())
                 if quick.path == "lockstep":

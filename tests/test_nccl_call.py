@@ -8,12 +8,12 @@ import json
 import pytest
 
 from collsim.algorithms.nccl.channels import ring_chunk_bytes
+from collsim.calls.plan import registered_nccl
 from collsim.cli import main
 from collsim.engine.costs import IDEAL
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology
 from collsim.nccl.adapter import nccl_system
-from collsim.nccl.call import registered_nccl
 from collsim.nccl.choice import choose
 from collsim.nccl.protocols import cost_model
 from collsim.simulate import COLUMNS, simulate
@@ -281,7 +281,7 @@ def test_auto_runs_nccls_point_to_point_program_for_alltoall():
 
 
 def test_a_protocol_the_family_does_not_run_is_refused_at_its_key():
-    from collsim.nccl.call import plan
+    from collsim.calls.plan import plan
 
     with pytest.raises(InputError, match="Simple protocol only") as raised:
         plan(DGX, "allreduce", "nvls", list(range(8)), MiB, {"protocol": "LL"})
@@ -291,7 +291,7 @@ def test_a_protocol_the_family_does_not_run_is_refused_at_its_key():
 def test_a_scenario_may_name_nccl_algorithms_without_a_program_yet():
     from collsim.algorithms.registry import REGISTRY
     from collsim.api import load_scenario
-    from collsim.nccl.names import ALGORITHMS
+    from collsim.hardware.nccl_names import ALGORITHMS
     from collsim.scenarios.sweep import expand
 
     missing = [name for name in ALGORITHMS if ("allreduce", name) not in REGISTRY]
@@ -330,7 +330,7 @@ def test_the_progress_lines_closed_form_uses_the_calls_cost_model():
 
 
 def test_topo_show_prints_nccls_choice_by_size(capsys):
-    from collsim.nccl.report import CHOICE_SIZES
+    from collsim.calls.report import CHOICE_SIZES
     from collsim.units import format_size
 
     assert main(["topo", "show", "dgx-h100", "--no-bisection"]) == 0

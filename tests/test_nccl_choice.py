@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from collsim.hardware.nccl_names import ALGORITHMS, MODELLED_COLLECTIVES, PROTOCOLS
 from collsim.nccl.choice import Candidate, choose, fastest, refusal
-from collsim.nccl.names import ALGORITHMS, MODELLED_COLLECTIVES, PROTOCOLS
 from collsim.nccl.search import search
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import model

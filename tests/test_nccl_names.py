@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from collsim.errors import InputError
-from collsim.nccl.names import (
+from collsim.hardware.nccl_names import (
     ALGORITHMS,
     algorithm_name,
     nccl_algorithm_name,

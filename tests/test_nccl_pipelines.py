@@ -15,10 +15,10 @@ from collsim.algorithms import get_algorithm
 from collsim.algorithms.chain import window_pipeline_time
 from collsim.algorithms.nccl.channels import pipeline_units, tree_chunk_bytes
 from collsim.algorithms.nccl.switches import chunk_cap
+from collsim.calls.plan import plan
 from collsim.engine.data import check_algorithm
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.topology import switch
-from collsim.nccl.call import plan
 from collsim.program import Job
 from collsim.simulate import make_job, simulate
 from tests.helpers import THREE_NODES, uneven_nodes

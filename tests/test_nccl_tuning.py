@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collsim.nccl.names import ALGORITHMS, MODELLED_COLLECTIVES, PROTOCOLS
+from collsim.hardware.nccl_names import ALGORITHMS, MODELLED_COLLECTIVES, PROTOCOLS
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import call_terms, call_time, call_time_us, log2i, model, steps
 from tests.nccl_machines import DGX_A100, DGX_H100, h100_cluster, system_strategy

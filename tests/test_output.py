@@ -14,7 +14,6 @@ from collsim.output.figures import draw_figures
 from collsim.output.layout import plan
 from collsim.output.style import power_of_two_ticks
 from collsim.output.table import (
-    RESULT_COLUMNS,
     TableWriter,
     format_value,
     header,
@@ -23,7 +22,7 @@ from collsim.output.table import (
     read_table,
     rewrite_sorted,
 )
-from collsim.simulate import COLUMNS
+from collsim.simulate import COLUMNS, RESULT_COLUMNS
 
 
 def test_columns_are_the_simulators():

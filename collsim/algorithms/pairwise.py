@@ -33,6 +33,7 @@ def pairwise_exchanges(job: Job, reduce: bool) -> Iterator[Exchange]:
     cost=lambda c: (c.p - 1) * (c.alpha + c.n / c.p * (c.beta + c.gamma)),
     source=PAIRWISE_SOURCE,
     summary="at step k, send block r+k to rank r+k and combine rank r-k's copy of block r",
+    lockstep=lambda job: pairwise_exchanges(job, True),
 )
 def pairwise_reducescatter(rank: int, job: Job) -> Program:
     """Pairwise-exchange reduce-scatter."""
@@ -42,9 +43,6 @@ def pairwise_reducescatter(rank: int, job: Job) -> Program:
         yield (Send(to, k, *block(n, p, to)), Recv(frm, k, *block(n, p, rank), reduce=True))
 
 
-pairwise_reducescatter.lockstep = lambda job: pairwise_exchanges(job, True)  # type: ignore
-
-
 @register(
     "alltoall", "pairwise",
     symmetric=even_blocks,
@@ -52,6 +50,7 @@ pairwise_reducescatter.lockstep = lambda job: pairwise_exchanges(job, True)  # t
     cost=lambda c: (c.p - 1) * (c.alpha + c.n / c.p * c.beta),
     source=PAIRWISE_SOURCE,
     summary="at step k, send block r+k to rank r+k and receive rank r-k's block",
+    lockstep=lambda job: pairwise_exchanges(job, False),
 )
 def pairwise_alltoall(rank: int, job: Job) -> Program:
     """Pairwise-exchange all-to-all."""
@@ -61,6 +60,3 @@ def pairwise_alltoall(rank: int, job: Job) -> Program:
     for k in range(1, p):
         to, frm = (rank + k) % p, (rank - k) % p
         yield (Send(to, k, *block(n, p, to), buf="in"), Recv(frm, k, frm * slot, slot, buf="out"))
-
-
-pairwise_alltoall.lockstep = lambda job: pairwise_exchanges(job, False)  # type: ignore

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from collsim.callspec import CallSpec
 from collsim.collectives import COLLECTIVES
+from collsim.engine.lockstep import LockstepForm
 from collsim.errors import InputError
+from collsim.params import CallParams
 from collsim.program import Job, ProgramFactory
 from collsim.suggest import did_you_mean
 
@@ -24,7 +27,7 @@ class Cost:
     alpha: float
     beta: float
     gamma: float = 0.0
-    params: dict[str, Any] = field(default_factory=dict)
+    params: CallParams = field(default_factory=dict)
 
     @property
     def log_p(self) -> int:
@@ -93,6 +96,15 @@ class Algorithm:
     # by shift (same tags, counts, combines, lanes), else why not: the engine may then
     # simulate one rank per orbit (collsim.engine.symmetry). None: never declared.
     symmetric: Callable[[Job, int], str | None] | None = None
+    # (call with its parameters so far, GPU of each rank, NCCL protocol, channels) -> the
+    # parameters that protocol implies for this algorithm (NCCL's chunk, window, units),
+    # called when the call runs under NCCL's protocol costs; a parameter the caller gave
+    # wins (collsim.calls.plan). None: the protocol implies nothing.
+    protocol_params: Callable[[CallSpec, Sequence[int], str, int | str], CallParams] | None = None
+    # job -> the program's steps as whole steps of every rank (or None where it has none
+    # for this job): the engine may time them at once (collsim.engine.lockstep). None:
+    # the engine traces the programs instead.
+    lockstep: LockstepForm | None = None
 
     def check_ranks(self, p: int) -> None:
         """Raise InputError when this algorithm cannot serve ``p`` ranks."""
@@ -141,6 +153,6 @@ def get_algorithm(collective: str, name: str) -> Algorithm:
 
 def algorithms_for(collective: str) -> list[Algorithm]:
     """Every algorithm registered for ``collective``, in registration order."""
-    import collsim.algorithms  # noqa: F401
+    import collsim.algorithms  # noqa: F401  (registers every algorithm module)
 
     return [a for (c, _), a in REGISTRY.items() if c == collective]

@@ -15,8 +15,8 @@ from typing import Any
 from collsim.calibrate.predict import Pick, calibrated, pick, runnable, with_figures
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology
+from collsim.hardware.nccl_names import algorithm_name, protocol_name
 from collsim.hardware.topology import Topology
-from collsim.nccl.names import algorithm_name, protocol_name
 from collsim.nccltests import Run, results_rows
 
 

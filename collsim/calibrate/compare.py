@@ -65,6 +65,7 @@ def summary(points: Sequence[Point], min_size: int = 0) -> tuple[int, float, flo
 def plot(points: Sequence[Point], out: Path, title: str) -> None:
     """Measured (markers) and simulated (lines) busbw against size, one colour per run; a log
     busbw axis when the sizes run from latency-bound to bandwidth-bound."""
+    # matplotlib only when a figure is drawn
     import matplotlib.pyplot as plt
 
     from collsim.output.style import (

@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from collsim.hardware.machine import LINK_CLASSES, Machine, NcclFigures, ProtocolOverride
+from collsim.hardware.nccl_names import ALGORITHMS, PROTOCOLS
 from collsim.nccl import constants as C
-from collsim.nccl.names import ALGORITHMS, PROTOCOLS
 from collsim.nccl.protocols import HW_ROW, nvls_efficiency
 from collsim.nccl.tuning import SIMPLE_ONLY
 

@@ -24,7 +24,7 @@ from collsim.calibrate.figures import FIGURES, _launch, apply, calibrated, resol
 from collsim.calibrate.predict import simulate_pick, with_figures
 from collsim.errors import InputError
 from collsim.hardware.machine import NcclFigures
-from collsim.nccl.names import PROTOCOLS
+from collsim.hardware.nccl_names import PROTOCOLS
 
 SENSITIVITY = 0.05   # d log(time) / d log(factor) some point must reach
 COLLINEAR = 0.3      # share of a column left after projecting out the figures before it

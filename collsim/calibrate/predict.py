@@ -1,6 +1,6 @@
 """The one place calibration asks the simulator for a time: NCCL's pick (algorithm, protocol,
 channels) for a call, simulated as ``collsim estimate --algorithm auto`` runs it
-(:mod:`collsim.nccl.call`: the machine's cost model for that protocol).
+(:mod:`collsim.calls.plan`: the machine's cost model for that protocol).
 
 The pick is made once per call and kept (:class:`Pick`), so a fit can change the machine's
 figures and simulate the same algorithm, protocol and channels again: NCCL chooses from its
@@ -16,20 +16,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from collsim.algorithms.registry import REGISTRY
-from collsim.collectives import COLLECTIVES
-from collsim.errors import InputError
-from collsim.hardware.machine import NcclFigures
-from collsim.hardware.topology import Topology
-from collsim.nccl.adapter import nccl_system
-from collsim.nccl.call import (
+from collsim.calls.plan import (
     auto_choice,
     is_nccl,
     nccl_defaults,
     registered_nccl,
     takes_channels,
 )
+from collsim.collectives import COLLECTIVES
+from collsim.errors import InputError
+from collsim.hardware.machine import NcclFigures
+from collsim.hardware.nccl_names import MODELLED_COLLECTIVES, PROTOCOLS
+from collsim.hardware.topology import Topology
+from collsim.nccl.adapter import nccl_system
 from collsim.nccl.choice import choose
-from collsim.nccl.names import MODELLED_COLLECTIVES, PROTOCOLS
 from collsim.simulate import simulate
 
 P2P = ("nccl_p2p", "direct")  # what runs a collective NCCL has no algorithm for, in order

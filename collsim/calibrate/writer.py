@@ -14,7 +14,7 @@ from collsim.calibrate.cases import Case
 from collsim.calibrate.figures import BY_NAME
 from collsim.calibrate.fit import Calibration, Fitted
 from collsim.hardware.machine import LINK_CLASSES, NcclFigures, ProtocolOverride
-from collsim.nccl.names import ALGORITHMS, PROTOCOLS
+from collsim.hardware.nccl_names import ALGORITHMS, PROTOCOLS
 
 _TOP_KEY = re.compile(r"^[A-Za-z_][\w-]*\s*:")
 

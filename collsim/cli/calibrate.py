@@ -9,10 +9,10 @@ from pathlib import Path
 from collsim.calibrate.fit import PICK_SCALES, FitProgress, calibrate
 from collsim.calibrate.writer import calibrated_yaml
 from collsim.cli.measured import add_case_arguments, cases_from_args
-from collsim.cli.watch import FitWatch
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology
 from collsim.output.files import replace_text
+from collsim.watch import FitWatch
 from collsim.yamlfile import read_text
 
 

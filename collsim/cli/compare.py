@@ -57,6 +57,7 @@ def add_measured_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.measured:
+        # calibration's cases only for --measured
         from collsim.cli.measured import run_measured
         return run_measured(args)
     if args.a is None or args.b is None:

@@ -74,6 +74,7 @@ def _ranks(texts: list[str] | None) -> list[int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the simulator only when this command runs, not when the parser is built
     from collsim.scenarios.bisect import search
 
     low, high = _size(args.min_size, "--min-size"), _size(args.max_size, "--max-size")
@@ -136,6 +137,7 @@ def _print(rows: list[dict[str, Any]], as_csv: bool, span: tuple[str, str]) -> N
 
 def _plot(rows: list[dict[str, Any]], path: Path, algorithms: tuple[str, ...],
           collective: str) -> None:
+    # matplotlib only when a figure is drawn
     from collsim.output.style import (
         label_axes,
         legend_below,

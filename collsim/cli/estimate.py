@@ -20,9 +20,9 @@ from collsim.cli.recording import (
     straggler_arguments,
     write_trace,
 )
-from collsim.cli.watch import Watch
 from collsim.hardware.topology import Topology
 from collsim.simulate import PointResult, expected_time, simulate
+from collsim.watch import Watch
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if spread > 0 or late or recording_wanted(args):
         extra, lines = _recorded(args, topology, size, result, spread, late)
     if args.format == "nccl-tests":
+        # nccl-tests' table writer only for --format nccl-tests
         from collsim.cli.nccltests_format import tables
         print(tables([result.row()], {topology.name: topology}), end="")
     elif args.json or args.format == "json":
@@ -88,6 +89,7 @@ def _recorded(args: argparse.Namespace, topology: Topology, size: int, result: P
               spread: float, late: list[tuple[int, float]]) -> tuple[dict, list[str]]:
     """The call again (the algorithm, protocol and channels ``result`` ran with) with
     stragglers and/or recording: the stretch, the trace file, the link report."""
+    # the recording simulator only when stragglers or recording are asked for
     from collsim.algorithms.registry import get_algorithm
     from collsim.output.linkload import format_link_report, link_loads
     from collsim.output.trace import call_trace
@@ -128,6 +130,7 @@ def _recorded(args: argparse.Namespace, topology: Topology, size: int, result: P
         if args.link_report:
             lines.append(format_link_report(loads, span, args.links))
         if args.link_figure:
+            # matplotlib only when a figure is drawn
             from collsim.output.linkfigure import link_figure
             link_figure(loads, span, args.link_figure,
                         f"{args.collective}/{args.algorithm}, {args.ranks} ranks on "

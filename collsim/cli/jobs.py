@@ -7,8 +7,8 @@ import json
 
 from collsim.cli.common import add_topology_arguments, topology_from_args
 from collsim.cli.recording import add_link_report_arguments
-from collsim.cli.watch import Watch
 from collsim.output.files import check_figure_name
+from collsim.watch import Watch
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # workloads only when this command runs, not when the parser is built
     from collsim.workloads.jobs import format_jobs, run_jobs
     from collsim.workloads.jobsfile import load_jobs
 
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     shared: list = []
     with Watch() as watch:
         if recording:
+            # the recording fabric only when a link report or figure is asked for
             from collsim.engine.recording import RecordingFabric
             results = run_jobs(jobs, topology, RecordingFabric, shared, watch.follow)
         else:
@@ -51,12 +53,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_jobs(results, topology.name))
     if recording:
+        # the link report only when asked for
         from collsim.output.linkload import format_link_report, link_loads
         loads = link_loads(shared[0].simulation.fabric)
         span = max(r.start_s + r.time_s for r in results)
         if args.link_report:
             print(format_link_report(loads, span, args.links))
         if args.link_figure:
+            # matplotlib only when a figure is drawn
             from collsim.output.linkfigure import link_figure
             link_figure(loads, span, args.link_figure, f"{jobs.name} on {topology.name}")
     return 0

@@ -13,6 +13,7 @@ from typing import Any
 
 from collsim.hardware.topology import Topology
 from collsim.nccltests import format_runs, run_from_results
+from collsim.output.files import replace_text
 
 NCCL_TESTS_FILE = "results.nccl-tests.txt"
 _MEASURES = ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s", "size_bytes",
@@ -45,8 +46,6 @@ def tables(rows: Iterable[Mapping[str, Any]], topologies: Mapping[str, Topology 
 def write_run_tables(rows: list[Mapping[str, Any]], topologies: Mapping[str, Topology | None],
                      out: Path) -> Path:
     """``out/results.nccl-tests.txt`` from a results table's rows."""
-    from collsim.output.files import replace_text
-
     path = out / NCCL_TESTS_FILE
     text = tables(rows, topologies)
     replace_text(path, lambda file: file.write(text))

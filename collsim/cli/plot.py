@@ -92,6 +92,7 @@ def default_figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # matplotlib only when figures are drawn
     from collsim.output.figures import draw_figures
 
     if args.out is not None and not args.out.strip():

@@ -61,12 +61,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from collsim.cli.watch import Watch
+    # the replay machinery only when this command runs (the CLI loads every sub-command)
     from collsim.replay.plan import build_plan
     from collsim.replay.reader import read_trace
     from collsim.replay.report import build_result, format_result
     from collsim.replay.run import replay
     from collsim.replay.whatif import scale_out, with_format
+    from collsim.watch import Watch
 
     if args.calls < 0:
         raise InputError(f"--calls must be 0 or more, got {args.calls}", key="--calls")
@@ -89,10 +90,12 @@ def run(args: argparse.Namespace) -> int:
         replayed = replay(plan, topology, args.isolated, observe=watch)
     result = build_result(replayed, args.trace, traced_ranks)
     if args.out_trace:
+        # the trace writer only for --trace
         from collsim.replay.tracing import replay_trace
         replay_trace(replayed).write(args.out_trace, info={
             "trace": args.trace, "topology": topology.name, "ranks": plan.world})
     if args.figure:
+        # matplotlib only when a figure is drawn
         from collsim.replay.figure import replay_figure
         replay_figure(replayed, result, args.figure)
     if args.json:
@@ -104,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _machine(args: argparse.Namespace, trace: Trace, overrides: dict[str, Any]) -> Topology:
     """The topology to replay on: -t's, or the trace's own machine."""
+    # loaded only when this command runs, as above
     from collsim.cli.common import resolve_topology_path
     from collsim.hardware.loader import load_topology
     from collsim.replay.machine import traced_machine

@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _nccl_tests(scenario, out: Path) -> Path:  # noqa: ANN001 (a Scenario)
     """Write the results as nccl-tests tables beside results.csv."""
+    # nccl-tests' table writer only for --format nccl-tests
     from collsim.cli.nccltests_format import write_run_tables
     from collsim.output.table import read_table
 

@@ -38,8 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def show_topology(args: argparse.Namespace) -> int:
+    # the summary and NCCL's model only when this command runs
+    from collsim.calls.report import format_nccl
     from collsim.hardware.summary import format_summary, summarize
-    from collsim.nccl.report import format_nccl
 
     if args.image:
         _check_image_path(Path(args.image))
@@ -50,7 +51,8 @@ def show_topology(args: argparse.Namespace) -> int:
     if nccl is not None:
         print(nccl)
     if args.image:
-        from collsim.hardware.draw import draw
+        # matplotlib only when a picture is asked for
+        from collsim.output.machine_figure import draw
 
         print(f"drawing         {draw(topology, args.image)}")
     return 0
@@ -58,6 +60,7 @@ def show_topology(args: argparse.Namespace) -> int:
 
 def _check_image_path(path: Path) -> None:
     """Fail before the work if matplotlib cannot write ``path``."""
+    # matplotlib only when a picture is asked for
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     formats = FigureCanvasAgg.get_supported_filetypes()

@@ -14,9 +14,9 @@ from collsim.cli.recording import (
     recording_wanted,
     write_trace,
 )
-from collsim.cli.watch import Watch
 from collsim.errors import InputError
 from collsim.units import format_time
+from collsim.watch import Watch
 from collsim.workloads.model import Noise
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # workloads only when this command runs, not when the parser is built
     from collsim.workloads.loader import load_workload
     from collsim.workloads.results import format_result
     from collsim.workloads.step import run_workload
@@ -63,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload, changes)
     topology = topology_from_args(args)
     if args.isolated:
+        # the isolated-call services only for --isolated
         from collsim.workloads.service import isolated, simulated
         service = isolated(simulated(topology))
     else:
+        # the shared simulation, as the isolated services above, only when it runs
         from collsim.workloads.shared import shared
         service = shared(topology)
     lines: list[str] = []
@@ -109,6 +112,7 @@ def _watched(factory: ServiceFactory, watch: Watch, label: str) -> ServiceFactor
 
 def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):
     """The step on a recording simulation: its trace file and link report."""
+    # the recording simulator only when recording is asked for
     from collsim.output.linkload import format_link_report
     from collsim.workloads.tracing import record_step, step_trace
 
@@ -129,6 +133,7 @@ def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):
         if args.link_report:
             lines.append(format_link_report(loads, recorded.result.step_s, args.links))
         if args.link_figure:
+            # matplotlib only when a figure is drawn
             from collsim.output.linkfigure import link_figure
             link_figure(loads, recorded.result.step_s, args.link_figure,
                         f"{workload.name}, {recorded.plan.world} GPUs on {topology.name}")

@@ -12,18 +12,17 @@ bandwidth factor per message, as callbacks of its route):
   efficiency, a protocol's cap, ...);
 - ``wire_ratio``: bytes on the wire per payload byte (a protocol's flags and headers).
 
-It may also cap what NCCL's kernels can move, with two optional attributes read by
-:func:`caps` (``getattr(model, name, None)``): ``channel_cap``, the payload bytes/s one NCCL
-channel moves at most (LL128's per-channel maxima), and ``gpu_cap``, the payload bytes/s one
-GPU's channels move at most together in one call (LL's total). The fabric charges them as
-virtual links on the sending side (see :mod:`collsim.engine.simulation`); None, the default,
-caps nothing and costs nothing.
+It may also cap what NCCL's kernels can move, with two fields read by :func:`caps`:
+``channel_cap``, the payload bytes/s one NCCL channel moves at most (LL128's per-channel
+maxima), and ``gpu_cap``, the payload bytes/s one GPU's channels move at most together in
+one call (LL's total). The fabric charges them as virtual links on the sending side (see
+:mod:`collsim.engine.simulation`); None caps nothing and costs nothing.
 
-A third optional attribute, ``send_buffer`` (read by :func:`buffered`), is the payload
-bytes a connection's receiver buffers ahead of its receive, as NCCL's slots do: a send that
-fits starts when it is posted, without waiting for its receive, and completes when its last
-byte has left. 0, the default, is the rendezvous of the closed forms: a message moves once
-both sides are posted and its send completes on delivery.
+A third field, ``send_buffer`` (read by :func:`buffered`), is the payload bytes a
+connection's receiver buffers ahead of its receive, as NCCL's slots do: a send that fits
+starts when it is posted, without waiting for its receive, and completes when its last byte
+has left. 0 (MessageCosts' default) is the rendezvous of the closed forms: a message moves
+once both sides are posted and its send completes on delivery.
 """
 
 from __future__ import annotations
@@ -42,6 +41,9 @@ class CostModel(Protocol):
 
     launch: float
     wire_ratio: float
+    channel_cap: float | None   # payload bytes/s one NCCL channel moves at most; None: no cap
+    gpu_cap: float | None       # payload bytes/s a GPU's channels move together; None: no cap
+    send_buffer: float          # payload bytes a connection buffers ahead of its receive
 
     def latency(self, links: Sequence[Link]) -> float:
         """Seconds a message pays once over a route of these links, in order."""
@@ -89,13 +91,13 @@ IDEAL = MessageCosts()  # the links' own figures, no launch cost: today's canoni
 
 def caps(model: CostModel) -> tuple[float | None, float | None]:
     """(channel_cap, gpu_cap) of ``model`` in payload bytes/s, None where it caps nothing."""
-    return getattr(model, "channel_cap", None), getattr(model, "gpu_cap", None)
+    return model.channel_cap, model.gpu_cap
 
 
 def buffered(model: CostModel) -> float:
     """The payload bytes ``model``'s connections buffer ahead of their receives (module
     docstring); 0 when sends wait for their receives."""
-    return float(getattr(model, "send_buffer", 0.0))
+    return float(model.send_buffer)
 
 
 def channel_bandwidth(model: CostModel, link: Link) -> float:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +43,11 @@ class Exchange:
     counts: np.ndarray | int
     reduce: bool = False
     lane: int = 0
+
+
+# An algorithm's lockstep form: a job -> its programs' steps as whole steps of every rank
+# (None where it has none for this job). Declared on the algorithm's registry record.
+LockstepForm = Callable[[Job], Iterable[Exchange] | None]
 
 
 def ring_pattern(ring: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

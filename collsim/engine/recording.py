@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import simpy
 
+from collsim.engine.buffers import Posted
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric, Flow
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
-from collsim.engine.simulation import Posted
 from collsim.hardware.topology import Topology
 from collsim.program import Copy, Job, Parallel, ProgramFactory, Recv, Reduce, Send
 

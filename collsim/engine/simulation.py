@@ -11,9 +11,9 @@ fabric's links max-min fairly and each GPU's reduction unit in turn.
 A message starts moving when its send and its receive have both been posted (the rendezvous
 rule, :mod:`collsim.engine.rendezvous`), and its send completes on delivery. Under a cost
 model with send buffers (:func:`collsim.engine.costs.buffered`, NCCL's slots) a send that
-fits in its :class:`Connection`'s buffer starts when posted and completes when its last
-byte has left; the message waits at the receiver (a :class:`Posted`) until its receive is
-posted, which frees its room. A send that does not fit waits for room or for its receive.
+fits in its connection's buffer starts when posted and completes when its last byte has
+left; the message waits at the receiver until its receive is posted, which frees its room
+(:mod:`collsim.engine.buffers`). A send that does not fit waits for room or for its receive.
 Combining received data occupies the receiving GPU (or switch, for a helper rank) for
 ``bytes * gamma``. A ``Parallel`` step forks one
 thread per sub-program; the rank resumes when all have finished.
@@ -28,6 +28,10 @@ Where the cost model caps bandwidth (:func:`collsim.engine.costs.caps`), a send 
 lane k also crosses a virtual link (call, g, k) of ``weight_k x channel_cap`` and a virtual
 link (call, g) of ``gpu_cap``, created when first used; without caps routes are the
 fabric's own and nothing is added on the hot path.
+
+:class:`Call` here posts, matches and resumes; its buffered sends, its combines and its
+capped routes are mixins of their own (:mod:`collsim.engine.buffers`,
+:mod:`collsim.engine.combines`, :mod:`collsim.engine.caplinks`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from dataclasses import dataclass
 
 import simpy
 
+from collsim.engine.buffers import BufferedSends, Connection, Posted
+from collsim.engine.caplinks import CapLinks, Route
+from collsim.engine.combines import Combines
 from collsim.engine.costs import IDEAL, CostModel, buffered, caps
 from collsim.engine.fabric import Fabric
 from collsim.engine.loop import call_later, clock
@@ -48,8 +55,6 @@ from collsim.engine.rendezvous import Rendezvous, bad_count, bad_peer, deadlock_
 from collsim.errors import SimulationError
 from collsim.hardware.topology import Topology
 from collsim.program import Copy, Job, Parallel, ProgramFactory, Recv, Reduce, Send
-
-Route = tuple[tuple[Channel, ...], float, float]
 
 
 class RankState:
@@ -72,36 +77,6 @@ class RankState:
         self.gamma = gamma        # seconds per byte combined where it runs
 
 
-class Posted:
-    """A buffered message: its sender and send, its size in bytes, and, once posted, its
-    receiver and receive; whether it has started moving and been delivered."""
-
-    __slots__ = ("sender", "send", "size", "receiver", "recv", "started", "delivered",
-                 "connection", "key")
-
-    def __init__(self, sender: RankState, send: Send, size: int, key: tuple) -> None:
-        self.sender = sender
-        self.send = send
-        self.size = size
-        self.receiver: RankState | None = None
-        self.recv: Recv | None = None
-        self.started = False
-        self.delivered = False
-        self.connection: Connection | None = None
-        self.key = key  # its rendezvous key: which receiver (orbit image) it goes to
-
-
-class Connection:
-    """A sender's buffer at one receiver (NCCL's slots of one channel, or of a lane's
-    channels together): how many bytes it may hold ahead of their receives, how many it
-    holds, and the messages waiting, in order, for room or for their receive."""
-
-    __slots__ = ("capacity", "held", "waiting")
-
-    def __init__(self, capacity: float) -> None:
-        self.capacity = capacity
-        self.held = 0
-        self.waiting: deque[Posted] = deque()
 
 
 @dataclass
@@ -185,7 +160,7 @@ class Simulation:
         self.check()
 
 
-class Call:
+class Call(BufferedSends, Combines, CapLinks):
     """One collective call on a :class:`Simulation` (made by :meth:`Simulation.call`)."""
 
     def __init__(self, simulation: Simulation, job: Job, gpus: Sequence[int],
@@ -401,91 +376,6 @@ class Call:
         self.transfers += moved
         self._resuming = False
 
-    def _send_buffered(self, state: RankState, send: Send, key: tuple) -> None:
-        """Post a buffered send: it starts now if its receive is posted or its connection's
-        buffer has room behind the messages already in it, else it waits for either."""
-        message = Posted(state, send, send.count * self.itemsize, key)
-        partner = self._rendezvous.send(key, message)
-        connection = self._connection(key, send.lane)
-        message.connection = connection
-        if partner is not None:
-            receiver, recv = partner
-            if send.count != recv.count:
-                raise bad_count(state.rank, receiver.rank, recv, send.count)
-            message.receiver, message.recv = receiver, recv
-            self._start(message)
-        elif not connection.waiting and \
-                connection.held + message.size <= connection.capacity:
-            self._start(message)
-        else:
-            connection.waiting.append(message)
-
-    def _connection(self, key: tuple, lane: int) -> Connection:
-        """The connection a send of ``key`` goes on: sender, receiver (the orbit and its
-        image on the symmetric path) and lane; its buffer holds the lane's channels' slots."""
-        name = (key[0], key[1], lane) if len(key) == 3 else (key[0], key[1], key[3], lane)
-        connection = self._connections.get(name)
-        if connection is None:
-            connection = self._connections[name] = \
-                Connection(self.send_buffer * self.job.lane_weight(lane))
-        return connection
-
-    def _start(self, message: Posted) -> None:
-        """Move a buffered message's bytes: to its receiver, or to the GPU its receiver
-        will post on (on the symmetric path, the image of the orbit the key names)."""
-        message.started = True
-        message.connection.held += message.size
-        receiver, orbits, key = message.receiver, self._orbits, message.key
-        rank = key[1] if receiver is None else receiver.rank
-        target = self.ranks[rank].gpu if orbits is None else orbits.target(rank, key)
-        sender, send = message.sender, message.send
-        self.transfers += 1
-        route = self._capped_route(sender.gpu, target, send.lane) if self.capped else None
-        line = (self, sender.gpu, target, send.lane) if send.ordered else None
-        self.fabric.transfer(sender.gpu, target, message.size, self._arrived, message,
-                             route, line, self._drained)
-
-    def _recv_buffered(self, message: Posted, state: RankState, recv: Recv) -> None:
-        """A receive posted for a buffered message: take it if its bytes are there, else
-        wait for them (starting the message now if it was waiting for its receive)."""
-        if message.send.count != recv.count:
-            raise bad_count(message.sender.rank, state.rank, recv, message.send.count)
-        message.receiver, message.recv = state, recv
-        if message.delivered:
-            self._take(message)
-        elif not message.started:
-            connection = message.connection
-            connection.waiting.remove(message)
-            self._start(message)
-            self._admit_waiting(connection)
-
-    def _drained(self, message: Posted) -> None:
-        self._op_done(message.sender)
-
-    def _arrived(self, message: Posted) -> None:
-        message.delivered = True
-        if message.receiver is not None:
-            self._take(message)  # else it waits in the buffer for its receive
-
-    def _take(self, message: Posted) -> None:
-        """The receiver takes a delivered message: its slots free up for the next ones."""
-        connection = message.connection
-        connection.held -= message.size
-        if connection.waiting:
-            self._admit_waiting(connection)
-        receiver, recv = message.receiver, message.recv
-        if recv.reduce and receiver.gamma:
-            self._combine(receiver, recv.count, recv.lane)
-        else:
-            self._op_done(receiver)
-
-    def _admit_waiting(self, connection: Connection) -> None:
-        """Start the connection's waiting messages, in order, while the buffer has room."""
-        waiting = connection.waiting
-        while waiting and connection.held + waiting[0].size <= connection.capacity:
-            message = waiting.popleft()
-            self._start(message)
-
     def _fork(self, state: RankState, step: Parallel) -> None:
         """Start one thread per sub-program of ``step``; ``state`` waits for them all."""
         threads = [RankState(state.rank, state.gpu, iter(program), state.gamma, state)
@@ -513,15 +403,6 @@ class Call:
                                      self.transfers)
             if self.on_done is not None:
                 self.on_done(self)
-
-    def _unreceived(self) -> str:
-        """The error of buffered sends that no receive ever took."""
-        unreceived = [(src, item.send) for src, item in self._rendezvous.waiting()
-                      if type(item) is Posted]
-        parts = [f"rank {src}'s {send}" for src, send in unreceived[:6]]
-        more = f" and {len(unreceived) - 6} more" if len(unreceived) > 6 else ""
-        return (f"every rank finished with {len(unreceived)} sends never received: "
-                f"{'; '.join(parts)}{more}")
 
     def _op_done(self, state: RankState) -> None:
         state.pending -= 1
@@ -557,52 +438,3 @@ class Call:
         if not self._resuming:
             self._resume_ready()
 
-    def _combine(self, state: RankState, count: int, lane: int = 0) -> None:
-        """Occupy ``state``'s share of its reduction unit for lane ``lane`` for combining
-        ``count`` elements, after the combines already queued there."""
-        shares = self._lane_share
-        share = shares[lane] if 0 <= lane < len(shares) else 1.0
-        cost = count * self.itemsize * state.gamma / share
-        if cost <= 0:
-            self._op_done(state)
-            return
-        now = self.env.now
-        free_at = self.simulation.reduce_free_at
-        unit = (state.gpu, lane)
-        free = free_at.get(unit, 0.0)
-        start = free if free > now else now
-        free_at[unit] = start + cost
-        if self.simulation.observer is not None:
-            self.simulation.observer.combine(self, state, start, start + cost)
-        call_later(self.env, free_at[unit] - now, self._op_done, state)
-
-    # -- capped routes ----------------------------------------------------------------------
-
-    def _capped_route(self, src: int, dst: int, lane: int) -> Route:
-        """The fabric's route from ``src`` to ``dst`` plus, from a GPU, the virtual links of
-        its lane's channel cap and of its total cap."""
-        key = (src, dst, lane)
-        route = self._routes.get(key)
-        if route is None:
-            if lane < 0:
-                raise SimulationError(f"lane {lane} is negative: lanes are numbered from 0")
-            channels, latency, bottleneck = self.fabric.route(src, dst)
-            extra: list[Channel] = []
-            if src < self.simulation.topology.gpus:
-                if self.channel_cap is not None:
-                    extra.append(self._virtual_link(src, lane))
-                if self.gpu_cap is not None:
-                    extra.append(self._virtual_link(src, -1))
-            for channel in extra:
-                bottleneck = min(bottleneck, channel.bandwidth)
-            route = self._routes[key] = (channels + tuple(extra), latency, bottleneck)
-        return route
-
-    def _virtual_link(self, gpu: int, lane: int) -> Channel:
-        """GPU ``gpu``'s virtual link of lane ``lane`` (-1: of its total cap), made once."""
-        link = self._virtual.get((gpu, lane))
-        if link is None:
-            bandwidth = self.gpu_cap if lane < 0 else \
-                self.job.lane_weight(lane) * self.channel_cap
-            link = self._virtual[gpu, lane] = Channel(bandwidth)
-        return link

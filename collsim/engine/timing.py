@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
-from collsim.engine.lockstep import run_lockstep, traced_exchanges
+from collsim.engine.lockstep import LockstepForm, run_lockstep, traced_exchanges
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.engine.simulation import RankState, Simulation
 from collsim.engine.symmetry import Asymmetric, Declaration, choose_shift, symmetric_call
@@ -36,10 +36,11 @@ class TimingEngine:
     ``costs.launch`` seconds in), on a ``fabric`` (a :class:`Fabric` or subclass) with the
     given ``policy``: one call, starting at time 0, on a simulation of its own.
 
-    A program factory with a ``lockstep(job)`` attribute (whole steps of every rank, or
-    None) is timed on the lockstep path (:mod:`collsim.engine.lockstep`) when its steps
-    fit it, ``lockstep`` is true and the fabric is a plain :class:`Fabric` (a subclass may
-    watch the events); the results are the same to the bit.
+    The programs are timed on the lockstep path (:mod:`collsim.engine.lockstep`) when their
+    steps fit it, ``lockstep`` is true and the fabric is a plain :class:`Fabric` (a subclass
+    may watch the events); the results are the same to the bit. ``steps``, the algorithm's
+    lockstep form (the registry's ``lockstep``), gives the whole steps; without it the
+    engine traces the programs into them.
 
     ``symmetric``, the algorithm's declaration (the registry's ``symmetric``), lets the
     events run one representative rank per orbit of a rank shift
@@ -49,7 +50,8 @@ class TimingEngine:
     def __init__(self, topology: Topology, gpus: Sequence[int], job: Job,
                  programs: ProgramFactory, costs: CostModel = IDEAL,
                  policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric,
-                 lockstep: bool = True, symmetric: Declaration | None = None) -> None:
+                 lockstep: bool = True, symmetric: Declaration | None = None,
+                 steps: LockstepForm | None = None) -> None:
         self.topology, self.costs, self.policy = topology, costs, policy
         self.symmetric = symmetric if fabric is Fabric else None
         self.simulation = Simulation(topology, costs, policy, fabric)
@@ -59,6 +61,7 @@ class TimingEngine:
         self.gpus = list(gpus)
         self.programs = programs
         self.lockstep = lockstep and fabric is Fabric
+        self.steps = steps
         self.call = self.simulation.call(job, gpus, programs, start=None)
         self.ranks = self.call.ranks
 
@@ -66,8 +69,7 @@ class TimingEngine:
         """Simulate to the end; a rank that can never finish is a SimulationError."""
         exchanges = None
         if self.lockstep:
-            form = getattr(self.programs, "lockstep", None)
-            exchanges = form(self.job) if form is not None else \
+            exchanges = self.steps(self.job) if self.steps is not None else \
                 traced_exchanges(self.programs, self.job)
         if exchanges is not None:
             launch = self.simulation.costs.launch

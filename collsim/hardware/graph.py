@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 
@@ -252,12 +251,3 @@ class GraphTopology(Topology):
     def link_graph(self) -> LinkGraph:
         """The whole machine as one LinkGraph (for drawing and bisection)."""
         return self.graph
-
-
-def check_connected(router: Router, vertices: Iterable[str]) -> None:
-    """Raise NoRoute naming the first pair of ``vertices`` that no path joins."""
-    names = list(vertices)
-    for a in names:
-        for b in names:
-            if a != b:
-                router.path(a, b)

@@ -20,7 +20,6 @@ from typing import Any
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
 
-PLACEMENTS = ("packed", "spread")
 MAX_SEARCH = 16  # larger nodes without a ring_hint keep GPU order
 
 

@@ -14,8 +14,8 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from collsim.hardware.nccl_names import ALGORITHMS, PROTOCOLS, nccl_algorithm_name
 from collsim.nccl import constants as C
-from collsim.nccl.names import ALGORITHMS, PROTOCOLS, nccl_algorithm_name
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import SIMPLE_ONLY, Model, call_terms, model, serves
 

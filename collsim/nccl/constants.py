@@ -69,9 +69,8 @@ NET_OVERHEAD_SIMPLE_FACTOR = 3.0
 
 # --- Per-architecture bandwidth caps (docs/nccl.md#tuning-constants; same file and version) ---
 
-# Architecture rows of the cap tables: minCompCap >= 100 Blackwell, >= 90 Hopper, >= 80 Ampere,
-# else Volta.
-ARCH_ROWS = ("volta", "ampere", "hopper", "blackwell")
+# Architecture rows of the cap tables (arch_row): minCompCap >= 100 Blackwell, >= 90 Hopper,
+# >= 80 Ampere, else Volta.
 
 
 def arch_row(arch: int) -> int:
@@ -303,7 +302,6 @@ BUFFER_BYTES: tuple[int, int, int] = (  # per connection, (LL, LL128, Simple)
     4 * 1024 * 1024,                    # Simple: DEFAULT_BUFFSIZE (1 MiB on ARM hosts [unverified])
 )
 DATA_BYTES_PER_LINE: tuple[tuple[int, int], ...] = ((8, 16), (120, 128), (1, 1))  # data, wire
-GRAIN_BYTES: tuple[int, int, int] = (16, 1920, 512)  # ncclProtoGrainSize
 # Ring Simple chunk = CHUNKSTEPS buffer steps, slice = SLICESTEPS (AllReduce/AllGather/
 # ReduceScatter 4/2; Broadcast/Reduce 1/1); other algorithms and protocols use 1/1.
 CHUNK_STEPS: dict[str, tuple[int, int]] = {

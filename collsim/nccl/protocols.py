@@ -55,9 +55,9 @@ from dataclasses import dataclass
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
 from collsim.hardware.machine import CLASS_OF_KIND, LINK_CLASSES, NcclFigures
+from collsim.hardware.nccl_names import PROTOCOLS, algorithm_name, protocol_name
 from collsim.hardware.topology import Link, Topology
 from collsim.nccl import constants as C
-from collsim.nccl.names import PROTOCOLS, algorithm_name, protocol_name
 from collsim.nccl.tuning import SIMPLE_ONLY, TREE_FAMILIES, tree_hops_us
 
 GB = 1e9

@@ -39,7 +39,6 @@ from functools import lru_cache
 from collsim.nccl import constants as C
 from collsim.nccl.system import NcclSystem
 
-PATTERNS = ("BALANCED_TREE", "SPLIT_TREE", "TREE", "RING", "NVLS", "COLLNET_DIRECT")
 _ROUNDING = 1e-6  # NCCL subtracts bandwidths rounded to 1e-3; floors here tolerate float error
 
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collsim.errors import InputError
+from collsim.hardware.nccl_names import CPUS, NIC_PATHS
 from collsim.nccl import constants as C
 
 GPU_LINKS = ("nvswitch", "nvlink", "pcie")
-CPUS = ("intel", "amd", "arm")
-NIC_PATHS = ("pix", "pxb", "phb", "sys")
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 
+from collsim.hardware.nccl_names import ALGORITHMS, MODELLED_COLLECTIVES, PROTOCOLS
 from collsim.nccl import constants as C
-from collsim.nccl.names import ALGORITHMS, MODELLED_COLLECTIVES, PROTOCOLS
 from collsim.nccl.search import Graph, Graphs, search
 from collsim.nccl.system import NcclSystem
 

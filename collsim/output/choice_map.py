@@ -9,6 +9,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from collsim.output.kinds import draws
 from collsim.output.layout import Row, distinct
 from collsim.output.style import (
     COLORS,
@@ -21,11 +22,12 @@ from collsim.output.style import (
 )
 
 
+@draws("choice_map")
 def choice_map(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]) -> Figure:
     """Size x (topology, ranks), each cell coloured by the ``selected`` algorithm and hatched
     by the protocol of the rows of algorithm ``spec["algorithm"]`` (``auto`` by default); one
     panel per collective."""
-    from collsim.output.figures import Skip, _cell_edges
+    from collsim.output.figures import Skip, _cell_edges  # figures imports this module
 
     selector = spec.get("algorithm", "auto")
     rows = [r for r in rows if r.get("algorithm") == selector and r.get("selected")]

@@ -1,6 +1,6 @@
 """The figures a scenario can ask for, drawn from the rows of a results table; their names
-and what each shows are in :mod:`collsim.output.kinds`, and each is drawn by the function of
-its name here."""
+and what each shows are in :mod:`collsim.output.kinds`, and each is drawn by the function
+registered for it there with ``@draws`` (here, and ``choice_map`` in its own module)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from collsim.output.crossover import stretches
-from collsim.output.kinds import FIGURE_KINDS
+from collsim.output.kinds import DRAWERS, FIGURE_KINDS, draws
 from collsim.output.layout import Plan, Row, distinct, plan, select, spread, value_label
 from collsim.output.style import (
     CLOSED_FORM,
@@ -261,6 +261,7 @@ def _sizes(ax: Any, rows: Sequence[Row]) -> None:
     size_axis(ax, [r["size_bytes"] for r in rows if r["size_bytes"] > 0] or [1])
 
 
+@draws("time_vs_size")
 def time_vs_size(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]
                  ) -> Figure:
     def setup(ax: Any, rows: Sequence[Row]) -> None:
@@ -272,6 +273,7 @@ def time_vs_size(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, i
                         "completion time", palette=palette)
 
 
+@draws("busbw_vs_size")
 def busbw_vs_size(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]
                   ) -> Figure:
     def closed(row: Row) -> float | None:
@@ -289,6 +291,7 @@ def busbw_vs_size(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, 
                         "bus bandwidth (GB/s)", palette=palette, height=3.9 if tall else 3.1)
 
 
+@draws("time_vs_ranks")
 def time_vs_ranks(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]
                   ) -> Figure:
     if spec.get("size") is not None:
@@ -312,6 +315,7 @@ def time_vs_ranks(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, 
                         "completion time", palette=palette)
 
 
+@draws("speedup")
 def speedup(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]
             ) -> Figure:
     baseline = spec["baseline"]
@@ -360,6 +364,7 @@ def _second_line(rows: Sequence[Row]) -> str:
     return "algorithm"
 
 
+@draws("crossover_map")
 def crossover_map(rows: Sequence[Row], spec: dict[str, Any], palette: dict[Any, int]
                   ) -> Figure:
     algorithms = spec.get("algorithms") or distinct(rows, "algorithm")
@@ -453,8 +458,9 @@ def _cell_edges(sizes: Sequence[float]) -> list[float]:
     return [sizes[0] ** 2 / mids[0], *mids, sizes[-1] ** 2 / mids[-1]]
 
 
-from collsim.output.choice_map import choice_map  # noqa: E402,F401  (a kind; imports Skip)
+from collsim.output.choice_map import choice_map  # noqa: E402,F401  (registers; imports Skip)
 
+# Every kind's drawer, in FIGURE_KINDS' order (a kind without one fails here, at import).
 KINDS: dict[str, Callable[[Sequence[Row], dict[str, Any], dict[Any, int]], Figure]] = {
-    kind: globals()[kind] for kind in FIGURE_KINDS
+    kind: DRAWERS[kind] for kind in FIGURE_KINDS
 }

@@ -4,8 +4,11 @@ It needs no matplotlib, so checking a scenario never loads it."""
 
 from __future__ import annotations
 
-# Each kind is drawn by the function of the same name in collsim/output/figures.py (which
-# imports choice_map from collsim/output/choice_map.py).
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+# Each kind is drawn by the function registered for it with @draws (in
+# collsim/output/figures.py and collsim/output/choice_map.py).
 FIGURE_KINDS: dict[str, str] = {
     "time_vs_size": "completion time against message size, log-log, closed form dashed",
     "busbw_vs_size": "bus bandwidth (nccl-tests' definition) against message size, log where "
@@ -22,3 +25,22 @@ DEFAULT_FIGURES = ("time_vs_size", "busbw_vs_size")
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 DEFAULT_FORMATS = ("png", "svg")
+
+Drawer = TypeVar("Drawer", bound=Callable[..., Any])
+# The figure registry: kind -> the function that draws it, (rows, spec, palette) -> Figure.
+# Filled as collsim.output.figures is imported (matplotlib's side; this module needs none).
+DRAWERS: dict[str, Callable[..., Any]] = {}
+
+
+def draws(kind: str) -> Callable[[Drawer], Drawer]:
+    """Decorator: register the function it decorates as the one that draws ``kind``."""
+    if kind not in FIGURE_KINDS:
+        raise ValueError(f"unknown figure kind {kind!r}; add it to FIGURE_KINDS")
+
+    def register(function: Drawer) -> Drawer:
+        if kind in DRAWERS:
+            raise ValueError(f"figure kind {kind!r} registered twice")
+        DRAWERS[kind] = function
+        return function
+
+    return register

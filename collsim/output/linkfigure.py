@@ -13,9 +13,9 @@ def link_figure(loads: list[LinkLoad], span_s: float, path: str | Path, title: s
                 top: int = 8) -> None:
     """Bars of average (solid) and peak (outline) utilisation of the ``top`` busiest links
     of each group, groups side by side."""
-    import matplotlib
+    import matplotlib  # only when a figure is drawn
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after the backend is chosen
 
     groups: dict[str, list[LinkLoad]] = {}
     for load in loads:

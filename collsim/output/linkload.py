@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from collsim.engine.recording import RecordingFabric, segments
 from collsim.hardware.topology import Link
+from collsim.units import format_bytes, format_time
 
 # Link kinds (collsim/hardware) grouped as a reader names them.
 GROUPS = {"nvlink": "NVLink", "pcie": "PCIe", "pcie_uplink": "PCIe",
@@ -95,8 +96,6 @@ def format_link_report(loads: list[LinkLoad], span_s: float, top: int | None = T
     """Per group of link kind, hottest first (by busy time, then bytes): the ``top`` links'
     (every link's if None) bytes moved, busy time, average and peak utilisation and peak
     concurrent transfers."""
-    from collsim.units import format_bytes, format_time
-
     groups: dict[str, list[LinkLoad]] = {}
     for load in loads:
         groups.setdefault(group_of(load.link), []).append(load)

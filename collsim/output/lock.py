@@ -12,6 +12,7 @@ from pathlib import Path
 from types import TracebackType
 
 from collsim.errors import InputError
+from collsim.output.files import reported
 
 try:
     import fcntl
@@ -32,8 +33,6 @@ class FolderLock:
     def __enter__(self) -> FolderLock:
         if fcntl is None:
             return self
-        from collsim.output.files import reported
-
         with reported(self.path):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

@@ -19,19 +19,13 @@ from typing import Any, TextIO
 
 from collsim.errors import InputError
 from collsim.output.files import cut_torn_tail, replace_text, reported
+from collsim.simulate import (  # the columns are declared with the record that fills them
+    CHOICE_COLUMNS,
+    MEASURED_COLUMNS,
+    RESULT_COLUMNS,
+)
 from collsim.yamlfile import read_text
 
-# The contract's columns, in order: the point's inputs, then what was measured.
-INPUT_COLUMNS = ("scenario", "topology", "collective", "algorithm", "ranks", "size_bytes")
-MEASURED_COLUMNS = ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s")
-RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
-# What the call ran with (docs/design.md#real-machines), after the contract's columns: the NCCL
-# protocol whose costs it paid (empty under the ideal model), its channels (empty for an
-# algorithm without), and the algorithm that ran (what auto or best selected). There they
-# are outcomes, which never identify a point; a scenario that sweeps protocol or channels
-# has that column among its swept keys instead, holding the value asked for.
-CHOICE_COLUMNS = ("protocol", "channels", "selected")
-TABLE_COLUMNS = RESULT_COLUMNS + CHOICE_COLUMNS
 # A million-point sweep (the most a scenario may have) writes about 300 MB.
 MAX_TABLE_BYTES = 2**30
 NUMERIC_COLUMNS = {"ranks": int, "size_bytes": int, "time_s": float, "algbw_GBps": float,

@@ -18,7 +18,7 @@ from typing import Any
 
 from collsim.engine.recording import Recorder, RecordingFabric
 from collsim.output.files import replace_text
-from collsim.output.linkload import LinkLoad, group_of
+from collsim.output.linkload import LinkLoad, group_of, link_loads
 
 LIMIT = 500_000  # events; a Chrome trace of a few hundred thousand events still loads
 LINKS_PID = 0
@@ -162,8 +162,6 @@ def add_links(trace: Trace, loads: list[LinkLoad]) -> None:
 def call_trace(recorded: Any) -> Trace:
     """The trace of one recorded call (:func:`collsim.recorded.record_call`): a process per
     rank with its steps and their sends, receives and combines, and the links' counters."""
-    from collsim.output.linkload import link_loads
-
     trace = Trace()
     ranks = len(recorded.gpus)
     for rank in range(recorded.call.nranks):

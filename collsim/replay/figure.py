@@ -16,9 +16,10 @@ COMPUTE = "#bdbdbd"
 def replay_figure(replayed: Replayed, result: ReplayResult, path: str | Path,
                   title: str = "") -> None:
     """Write the figure to ``path`` (its suffix is the format: png, svg, pdf)."""
+    # matplotlib only when a figure is drawn: `import collsim` never loads it
     import matplotlib
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after the backend is chosen, as matplotlib asks
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     from collsim.output.files import replace_with

@@ -74,7 +74,7 @@ def run_here(batcher: Batcher) -> Iterator[BatchResult]:
 
 def run_dask(batcher: Batcher, scheduler: str) -> Iterator[BatchResult]:
     """Run batches on an existing Dask cluster at ``scheduler`` (host:port)."""
-    try:
+    try:  # dask is an optional extra, needed only by this executor
         from dask.distributed import Client, as_completed
     except ImportError:
         raise InputError("the dask executor needs the dask extra: pip install 'collsim[dask]'",

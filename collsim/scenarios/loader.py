@@ -13,19 +13,19 @@ from typing import Any
 import yaml
 
 from collsim.algorithms.registry import REGISTRY, algorithms_for
+from collsim.calls.plan import NCCL_PARAMS, SELECTORS, canonical_algorithm
 from collsim.errors import InputError, InputErrors
 from collsim.hardware.bases import resolve_bases
+from collsim.hardware.nccl_names import ALGORITHMS as NCCL_NAMES
 from collsim.hardware.shipped import find_topology
-from collsim.nccl.call import NCCL_PARAMS, SELECTORS, canonical_algorithm
-from collsim.nccl.names import ALGORITHMS as NCCL_NAMES
 from collsim.output.kinds import DEFAULT_FIGURES, DEFAULT_FORMATS
-from collsim.output.table import TABLE_COLUMNS
 from collsim.params import COMMON_PARAMS
 from collsim.scenarios.axes import parse_ranks, parse_sizes, value_axis
 from collsim.scenarios.model import Scenario, TopologySource
 from collsim.scenarios.schema import SCENARIO_SCHEMA
 from collsim.scenarios.where import Filter
 from collsim.schema import validate
+from collsim.simulate import TABLE_COLUMNS
 from collsim.yamlfile import Document, KeyPath, load_yaml, parse_yaml
 
 POINT_NAMES = ("size", "ranks", "collective", "algorithm", "topology", "gpus", "nodes")

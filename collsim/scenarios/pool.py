@@ -163,7 +163,7 @@ def _die_with(parent: int) -> None:
     orphan keeps computing; elsewhere a worker stops when its next send finds no reader."""
     if sys.platform.startswith("linux"):
         try:
-            import ctypes
+            import ctypes  # Linux's prctl only
 
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         except (OSError, AttributeError):

@@ -9,10 +9,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import collsim.algorithms  # noqa: F401  (every program registered before REGISTRY is read)
 from collsim.algorithms.registry import REGISTRY, Algorithm, get_algorithm
+from collsim.calls.plan import SELECTORS, selector
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
-from collsim.nccl.call import SELECTORS, selector
 from collsim.nccl.protocols import nccl_figures
 from collsim.params import DTYPES, dtype_name
 from collsim.scenarios.axes import quantity_value
@@ -57,8 +58,6 @@ def expand(scenario: Scenario) -> Sweep:
     if total > MAX_POINTS:
         raise doc.error(("sweep",), f"the sweep has {total:,} points, more than {MAX_POINTS:,}; "
                                     f"split it into several scenarios or use coarser ranges")
-    import collsim.algorithms  # noqa: F401  (every program registered before REGISTRY is read)
-
     sweep = Sweep([])
     set_keys = list(scenario.settings)
     set_combos = list(itertools.product(*scenario.settings.values()))

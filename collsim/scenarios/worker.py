@@ -12,6 +12,7 @@ from typing import Any
 from collsim.errors import InputError, SimulationError
 from collsim.hardware.topology import Topology
 from collsim.scenarios.model import Point, TopologySource
+from collsim.simulate import simulate
 
 _CACHE: dict[tuple[Any, ...], Topology] = {}
 _CACHE_LIMIT = 64
@@ -41,8 +42,6 @@ def topology_for(sources: tuple[TopologySource, ...], point: Point) -> Topology:
 def simulate_point(scenario: str, sources: tuple[TopologySource, ...], point: Point
                    ) -> dict[str, Any]:
     """One row of the results table for ``point``."""
-    from collsim.simulate import simulate
-
     result = simulate(topology_for(sources, point), point.collective, point.algorithm,
                       point.ranks, point.size, dict(point.params) or None)
     row = dict(result.row())

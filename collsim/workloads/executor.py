@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from collsim.errors import SimulationError
 from collsim.workloads.model import Noise
 from collsim.workloads.plan import Plan
 from collsim.workloads.results import StepResult, summarize
@@ -70,7 +71,6 @@ class Launched:
         stuck = [(r, plan.tasks[r][i].name) for r in range(plan.world)
                  for i, t in enumerate(self.end[r]) if math.isnan(t)]
         if stuck:
-            from collsim.errors import SimulationError
             rank, name = stuck[0]
             raise SimulationError(f"the step cannot finish: {len(stuck)} tasks never ran, "
                                   f"the first on rank {rank}: {name}")

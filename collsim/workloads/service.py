@@ -22,6 +22,7 @@ import simpy
 
 from collsim.engine.costs import CostModel
 from collsim.hardware.topology import Topology
+from collsim.simulate import simulate
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,7 @@ def isolated(duration: Callable[[Call], float]) -> ServiceFactory:
 def simulated(topology: Topology, costs: CostModel | None = None) -> Callable[[Call], float]:
     """Each call's time simulated alone on ``topology`` (its members on their GPUs), cached
     per distinct call shape, under ``costs`` (default: the shared fabric's model)."""
-    from collsim.simulate import simulate
-    from collsim.workloads.shared import fabric_costs
+    from collsim.workloads.shared import fabric_costs  # shared imports this module
 
     costs = fabric_costs(topology) if costs is None else costs
 

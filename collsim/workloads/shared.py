@@ -16,12 +16,14 @@ from typing import Any
 import simpy
 
 from collsim.algorithms.registry import get_algorithm
+from collsim.calls.plan import TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
 from collsim.engine.recording import Recorder
 from collsim.engine.simulation import Call as EngineCall
 from collsim.engine.simulation import Simulation
 from collsim.hardware.topology import Topology
+from collsim.nccl.protocols import cost_model, nccl_figures
 from collsim.simulate import make_job
 from collsim.workloads.service import Call, Done, ServiceFactory
 
@@ -29,11 +31,8 @@ from collsim.workloads.service import Call, Done, ServiceFactory
 def fabric_costs(topology: Topology) -> CostModel:
     """The cost model every call of a step runs under. One simulation holds one model, so a
     machine that declares NCCL figures charges NCCL's Simple protocol of the ring family (the
-    protocol NCCL runs gradient buckets of megabytes with: :mod:`collsim.nccl.call`); the
+    protocol NCCL runs gradient buckets of megabytes with: :mod:`collsim.calls.plan`); the
     canonical kinds charge the links' own figures."""
-    from collsim.nccl.call import TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL
-    from collsim.nccl.protocols import cost_model, nccl_figures
-
     if nccl_figures(topology) is None:
         return IDEAL
     return cost_model(topology, TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL, range(topology.gpus))

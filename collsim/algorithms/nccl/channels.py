@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from collsim.hardware.nccl_names import PROTOCOLS
 from collsim.nccl.constants import (
     BUFFER_BYTES,
     CHUNK_STEPS,
@@ -32,8 +33,6 @@ def ring_chunk_bytes(collective: str, protocol: str) -> int:
     step with LL and LL128; src/device/all_reduce.h, all_gather.h, reduce_scatter.h,
     docs/nccl.md#algorithms-chunks): Simple 2 MiB, LL128 576,000 B, LL 32 KiB. Broadcast and
     reduce pipeline one step a chunk (CHUNKSTEPS 1): Simple 512 KiB."""
-    from collsim.nccl.names import PROTOCOLS
-
     p = PROTOCOLS.index(protocol)
     data, wire = DATA_BYTES_PER_LINE[p]
     step = BUFFER_BYTES[p] // NCCL_STEPS * data // wire

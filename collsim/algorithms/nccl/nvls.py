@@ -35,7 +35,7 @@ that stores the block as well.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -48,6 +48,7 @@ from collsim.algorithms.nccl.switches import (
     chunks,
     machine_sharp,
     node_groups,
+    nvls_chunk_bytes,
     nvswitch_of,
     plan_sharp,
     receive_each,
@@ -61,8 +62,10 @@ from collsim.algorithms.nccl.switches import (
 )
 from collsim.algorithms.nccl.tree import relay_steps
 from collsim.algorithms.registry import Cost, register
+from collsim.callspec import CallSpec, gpus_per_node
 from collsim.errors import InputError
 from collsim.nccl.search import nvls_heads
+from collsim.params import CallParams
 from collsim.program import Copy, Job, Op, Parallel, Program, Recv, Reduce, Send, block
 from collsim.tags import TAGS
 
@@ -312,6 +315,17 @@ ONE_NODE_FORM = ("one node, k = min(⌈n/(channels·chunk)⌉, 192) chunks of c 
                  "message; chunk 128 KiB by default)")
 
 
+def nvls_protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
+                         channels: int | str) -> CallParams:
+    """NVLS's chunk follows the call's size (:func:`nvls_chunk_bytes`)."""
+    if "chunk_size" in call.params:
+        return {}
+    per_node = gpus_per_node(call.topology, gpus)
+    heads = nvls_heads(max(per_node.values(), default=1))
+    return {"chunk_size": nvls_chunk_bytes(call.algorithm, call.size_bytes, int(channels),
+                                           heads, len(per_node))}
+
+
 @register(
     "allreduce", "nvls",
     formula=ONE_NODE_FORM,
@@ -321,6 +335,7 @@ ONE_NODE_FORM = ("one node, k = min(⌈n/(channels·chunk)⌉, 192) chunks of c 
             "multicasts them; across nodes each slice's head goes through a SHARP switch",
     params=PARAMS,
     prepare=_prepare_allreduce,
+    protocol_params=nvls_protocol_params,
 )
 def nvls_allreduce(rank: int, job: Job) -> Program:
     """GPUs, NVSwitches and network switches (helper ranks) as laid out above."""
@@ -374,6 +389,7 @@ def _allgather_cost(c: Cost) -> float:
             "which multicasts them to the other GPUs",
     params=PARAMS,
     prepare=lambda job, topology, gpus: _one_node(job, topology, gpus, "nvls allgather"),
+    protocol_params=nvls_protocol_params,
 )
 def nvls_allgather(rank: int, job: Job) -> Program:
     """Blocks up once, multicast down to every other GPU."""
@@ -418,6 +434,7 @@ def _reducescatter_cost(c: Cost) -> float:
             "which sends block b's sum to GPU b",
     params=PARAMS,
     prepare=lambda job, topology, gpus: _one_node(job, topology, gpus, "nvls reducescatter"),
+    protocol_params=nvls_protocol_params,
 )
 def nvls_reducescatter(rank: int, job: Job) -> Program:
     """Every block up, each block's sum down to its GPU."""

@@ -32,6 +32,7 @@ from collsim.algorithms.nccl.nvls import (
     heads_of,
     lane_chunks,
     node_switch,
+    nvls_protocol_params,
     one_node_allreduce,
     one_node_cost,
     others_partial,
@@ -124,6 +125,7 @@ def _prepare(job: Job, topology: Any, gpus: list[int]) -> Job:
             "nodes, pipelined in chunks",
     params=("channels", "chunk_size"),
     prepare=_prepare,
+    protocol_params=nvls_protocol_params,
 )
 def nvls_tree_allreduce(rank: int, job: Job) -> Program:
     """GPUs and NVSwitches (helper ranks) as laid out above."""

@@ -9,7 +9,7 @@ does: a loop takes ``chunk_size`` per rank of the channel's piece (of each block
 allgather and reduce-scatter) and is a whole ring of 2(p-1) steps (allreduce) or p-1, so a
 call pays its step latency once per loop and ring step. ``chunk_size`` is the protocol's ring
 chunk under NCCL's cost models (:func:`~collsim.algorithms.nccl.channels.ring_chunk_bytes`,
-set by :func:`collsim.nccl.call.plan`); without it the ring runs one loop (the canonical
+set by :func:`collsim.calls.plan.plan`); without it the ring runs one loop (the canonical
 kinds). Broadcast and reduce are NCCL's ring pipelines from and to the root
 (``PipelineFrom``/``PipelineTo``): chunks of ``chunk_size`` per channel along the ring from
 the root, or along it to the root; under NCCL's cost models the protocol's step (LL 32 KiB,
@@ -23,7 +23,7 @@ with L loops: L times the latency terms).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import partial
 from itertools import chain
 
@@ -32,11 +32,14 @@ import numpy as np
 from collsim.algorithms.chain import CHAIN_TEXT, chain_steps, window_pipeline_time
 from collsim.algorithms.chunks import chunk_region
 from collsim.algorithms.nccl.channels import (
+    PIPELINED,
     SIMPLE_STEP_BYTES,
     lane_region,
     lane_tags,
     lanes_and_layout,
+    pipeline_units,
     prepare,
+    ring_chunk_bytes,
     ring_loops,
     side_by_side,
 )
@@ -54,8 +57,11 @@ from collsim.algorithms.ring import (
     ring_reducescatter_steps,
     shift_invariant,
 )
+from collsim.callspec import CallSpec
 from collsim.engine.lockstep import Exchange
+from collsim.nccl.constants import NCCL_STEPS
 from collsim.nccl.layout import Lanes, Layout
+from collsim.params import CallParams
 from collsim.program import Job, Program, block, span
 from collsim.tags import Tags
 
@@ -232,6 +238,22 @@ def _lanes(job: Job) -> tuple[int, Layout, Lanes]:
     return lanes_and_layout(job, _ring_lanes)
 
 
+def _protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
+                     channels: int | str) -> CallParams:
+    """NCCL's ring runs loops of one chunk per rank and channel, the chunk set by the
+    protocol (ring_chunk_bytes: LL's is 32 KiB); a caller's cost model has no protocol: one
+    loop. Its broadcast and reduce pipeline the protocol's step. Simple synchronises each
+    step (its latency paid in series, as in the ring's loops); LL and LL128 flag every line,
+    so NCCL_STEPS steps are in flight on each connection, each forwarded in units inside a
+    node (pipeline_units) and whole across nodes. A caller's cost model has no protocol:
+    512 KiB chunks, one at a time."""
+    implied: CallParams = {"chunk_size": ring_chunk_bytes(call.collective, protocol)}
+    if call.collective in PIPELINED and pipeline_units(protocol) > 1:
+        implied["window"] = NCCL_STEPS
+        implied["units"] = pipeline_units(protocol)
+    return implied
+
+
 @register(
     "allreduce", "ring",
     formula=LOOP_TEXT + "2(p-1)·L·α + 2(p-1)/p·n·β + (p-1)/p·n·γ (any number of channels)",
@@ -240,6 +262,8 @@ def _lanes(job: Job) -> tuple[int, Layout, Lanes]:
     summary="NCCL's ring: per channel, ring reduce-scatter then ring allgather of its piece",
     params=PARAMS,
     prepare=PREPARE,
+    protocol_params=_protocol_params,
+    lockstep=_allreduce_exchanges,
     symmetric=_allreduce_symmetric,
 )
 def nccl_ring_allreduce(rank: int, job: Job) -> Program:
@@ -247,9 +271,6 @@ def nccl_ring_allreduce(rank: int, job: Job) -> Program:
     channels, layout, lanes = _lanes(job)
     return side_by_side([_allreduce_lane(rank, job, layout, lanes, channels, lane)
                          for lane in range(len(lanes.channels))])
-
-
-nccl_ring_allreduce.lockstep = _allreduce_exchanges  # type: ignore[attr-defined]
 
 
 @register(
@@ -260,6 +281,8 @@ nccl_ring_allreduce.lockstep = _allreduce_exchanges  # type: ignore[attr-defined
     summary="NCCL's ring: per channel, its piece of every block travels p-1 hops",
     params=PARAMS,
     prepare=PREPARE,
+    protocol_params=_protocol_params,
+    lockstep=partial(_blockwise_exchanges, reduce=False),
     symmetric=_blockwise_symmetric,
 )
 def nccl_ring_allgather(rank: int, job: Job) -> Program:
@@ -267,9 +290,6 @@ def nccl_ring_allgather(rank: int, job: Job) -> Program:
     channels, layout, lanes = _lanes(job)
     return side_by_side([_blockwise_lane(rank, job, layout, lanes, channels, lane, False)
                          for lane in range(len(lanes.channels))])
-
-
-nccl_ring_allgather.lockstep = partial(_blockwise_exchanges, reduce=False)  # type: ignore
 
 
 @register(
@@ -280,6 +300,8 @@ nccl_ring_allgather.lockstep = partial(_blockwise_exchanges, reduce=False)  # ty
     summary="NCCL's ring: per channel, its piece of every block is combined p-1 hops",
     params=PARAMS,
     prepare=PREPARE,
+    protocol_params=_protocol_params,
+    lockstep=partial(_blockwise_exchanges, reduce=True),
     symmetric=_blockwise_symmetric,
 )
 def nccl_ring_reducescatter(rank: int, job: Job) -> Program:
@@ -287,9 +309,6 @@ def nccl_ring_reducescatter(rank: int, job: Job) -> Program:
     channels, layout, lanes = _lanes(job)
     return side_by_side([_blockwise_lane(rank, job, layout, lanes, channels, lane, True)
                          for lane in range(len(lanes.channels))])
-
-
-nccl_ring_reducescatter.lockstep = partial(_blockwise_exchanges, reduce=True)  # type: ignore
 
 
 def _pipeline_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int,
@@ -354,6 +373,7 @@ WINDOW_TEXT = ("; window w > 1: (p-1)·h + (k-1)·max(n/k·β, h/w), h = α + n/
             "root",
     params=("root", "channels", "chunk_size", "window", "units"),
     prepare=PREPARE,
+    protocol_params=_protocol_params,
 )
 def nccl_ring_broadcast(rank: int, job: Job) -> Program:
     """Each lane pipelines its piece from the root around its ring."""
@@ -373,6 +393,7 @@ def nccl_ring_broadcast(rank: int, job: Job) -> Program:
             "the root",
     params=("root", "channels", "chunk_size", "window", "units"),
     prepare=PREPARE,
+    protocol_params=_protocol_params,
 )
 def nccl_ring_reduce(rank: int, job: Job) -> Program:
     """Each lane pipelines its piece around its ring, combining, to the root."""

@@ -25,7 +25,7 @@ latencies of the chunks merged.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from collsim.algorithms.chunks import chunk_region
 from collsim.algorithms.nccl.channels import (
@@ -33,12 +33,16 @@ from collsim.algorithms.nccl.channels import (
     lane_region,
     lane_tags,
     lanes_and_layout,
+    pipeline_units,
     prepare,
     side_by_side,
+    tree_chunk_bytes,
 )
 from collsim.algorithms.registry import Cost, register
+from collsim.callspec import CallSpec, gpus_per_node
 from collsim.nccl.constants import NCCL_STEPS
 from collsim.nccl.layout import Lanes, Layout
+from collsim.params import CallParams
 from collsim.program import Job, Op, Parallel, Program, Recv, Send
 
 MAX_FILL_ERROR = 1 / 16  # the chunk cap keeps the pipeline's extra fill under this share
@@ -198,6 +202,20 @@ def _cost(c: Cost) -> float:
     return (2 * (c.p - 1) + k - 1) * c.alpha + (c.p + k - 2) * size * (2 * c.beta + c.gamma)
 
 
+def _protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
+                     channels: int | str) -> CallParams:
+    """An LL or LL128 tree given a window runs as NCCL's: NCCL's Tree chunk for the call,
+    forwarded in units inside a node and whole across nodes. Not the default: on the
+    published runs it brings InfiniBand clusters closer and AWS EFA and GCP TCPXO further
+    (docs/nccl.md, "LL and LL128")."""
+    if pipeline_units(protocol) <= 1 or int(call.params.get("window", 1)) <= 1:
+        return {}
+    nodes = len(gpus_per_node(call.topology, gpus))
+    return {"chunk_size": tree_chunk_bytes(protocol, call.size_bytes, int(channels), nodes,
+                                           len(gpus)),
+            "units": pipeline_units(protocol)}
+
+
 @register(
     "allreduce", "nccl_tree",
     formula="k = min(⌈n/(channels·chunk)⌉, 16(2(p-1)-1)), c = n/k: (2(p-1) + k - 1)·α + "
@@ -211,6 +229,7 @@ def _cost(c: Cost) -> float:
     exact="contention",
     params=("channels", "chunk_size", "window", "units"),
     prepare=prepare(_tree_lanes),
+    protocol_params=_protocol_params,
 )
 def nccl_tree_allreduce(rank: int, job: Job) -> Program:
     """Every lane reduces up and broadcasts down its tree."""

@@ -39,9 +39,8 @@ from typing import Any
 
 from collsim.hardware.kinds.keys import count
 from collsim.hardware.machine import LINK_CLASSES, Gpu, Machine, NcclFigures, ProtocolOverride
+from collsim.hardware.nccl_names import ALGORITHMS, CPUS, NIC_PATHS, PROTOCOLS
 from collsim.hardware.nodes import NodeSpec
-from collsim.nccl.names import ALGORITHMS, PROTOCOLS
-from collsim.nccl.system import CPUS, NIC_PATHS
 from collsim.schema import QUANTITY, at, quantity
 from collsim.units import parse_bandwidth, parse_time
 from collsim.yamlfile import Document, KeyPath

@@ -1,5 +1,7 @@
 """Names of NCCL's algorithms, protocols and modelled collectives, in collsim's spelling and
-NCCL's, and the parsing of NCCL's spellings (NCCL_ALGO / NCCL_PROTO, matched case-insensitively).
+NCCL's, and the parsing of NCCL's spellings (NCCL_ALGO / NCCL_PROTO, matched case-insensitively);
+the CPU kinds and NIC paths a machine's ``nccl`` section may name. They sit with the hardware
+because a machine file is checked against them; NCCL's model (collsim.nccl) imports them.
 
 Tuples are in NCCL's index order, which is its tie-break order (docs/nccl.md#tuning-channels):
 on equal model times the earlier algorithm wins, then the earlier protocol.
@@ -13,6 +15,9 @@ from collsim.errors import InputError
 ALGORITHMS = ("nccl_tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 NCCL_ALGORITHM_NAMES = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTOCOLS = ("LL", "LL128", "Simple")
+# What NcclSystem.cpu and NcclSystem.nic_path may be (collsim.nccl.system).
+CPUS = ("intel", "amd", "arm")
+NIC_PATHS = ("pix", "pxb", "phb", "sys")
 
 # The collectives NCCL's tuner models. Alltoall and send/receive are grouped point-to-point
 # calls that do not go through the tuner (docs/nccl.md#tuning), so the model has nothing to

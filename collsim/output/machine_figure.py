@@ -17,6 +17,7 @@ from matplotlib.lines import Line2D
 from collsim.hardware.graph import LinkGraph
 from collsim.hardware.summary import machine_graph
 from collsim.hardware.topology import Topology
+from collsim.output.files import replace_with
 
 VERTEX_COLOURS = {"gpu": "#2e7d32", "nvswitch": "#6a1b9a", "pcie_switch": "#ef6c00",
                   "cpu": "#1565c0", "nic": "#c62828", "leaf": "#616161", "spine": "#212121",
@@ -92,8 +93,6 @@ def draw(topology: Topology, path: str | Path) -> Path:
     ax.set_title(f"{topology.name}: {topology.gpus} GPUs on {topology.nodes} node(s)")
     ax.set_axis_off()
     path = Path(path)
-    from collsim.output.files import replace_with
-
     replace_with(path, lambda temporary: figure.savefig(
         temporary, dpi=120, bbox_inches="tight", format=path.suffix[1:] or None))
     return path

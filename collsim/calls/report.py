@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from collsim.calls.plan import registered_nccl
 from collsim.hardware.machine import LINK_CLASSES
+from collsim.hardware.nccl_names import PROTOCOLS
 from collsim.hardware.topology import Topology
 from collsim.nccl import constants as C
 from collsim.nccl.adapter import nccl_system
-from collsim.nccl.names import PROTOCOLS
+from collsim.nccl.choice import choose
 from collsim.nccl.protocols import ProtocolCosts, nccl_figures, protocol_costs
 from collsim.nccl.search import Graph, Graphs, search
 from collsim.nccl.system import NcclSystem
@@ -93,9 +95,6 @@ def choice_lines(system: NcclSystem, collective: str = "allreduce") -> list[str]
     """NCCL's choice (algorithm, protocol, channels) for ``collective`` on ``system`` from 8 B
     to 8 GiB, sizes with the same choice on one line; ``*`` marks an algorithm collsim has no
     program for (``auto`` then runs the best one it has)."""
-    from collsim.nccl.call import registered_nccl
-    from collsim.nccl.choice import choose
-
     if system.ranks < 2:
         return []
     have = set(registered_nccl(collective))

@@ -1,36 +1,40 @@
 """What one call runs with on a machine: its cost model, NCCL protocol and channel count, in
-one place (:func:`plan`), and what ``--algorithm auto`` (NCCL's choice) and ``best`` (the
-fastest simulated) pick (:func:`auto_choice`, :func:`candidates`).
+one place (:func:`plan_call`), and what ``--algorithm auto`` (NCCL's choice) and ``best``
+(the fastest simulated) pick (:func:`auto_choice`, :func:`candidates`).
 
 On a machine that declares ``nccl:`` figures an NCCL algorithm (``ring``, ``nccl_tree``,
 ``nvls``, ...) runs under :func:`collsim.nccl.protocols.cost_model` of its family and protocol,
 and any other algorithm under the ring family's Simple costs (a textbook program moves whole
-buffers as NCCL's Simple protocol does). Without ``nccl:`` figures (the canonical kinds)
+buffers as NCCL's Simple protocol does); what the protocol implies for an algorithm's own
+parameters (NCCL's chunk, window, units) is the algorithm's ``protocol_params``, declared on
+its registry record. Without ``nccl:`` figures (the canonical kinds)
 every call runs under the ideal model: no protocol, one channel unless asked.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from collsim.algorithms.nccl.channels import (
-    LOOPED,
-    PIPELINED,
-    pipeline_units,
-    ring_chunk_bytes,
-    tree_chunk_bytes,
-)
-from collsim.algorithms.nccl.switches import nvls_chunk_bytes
+from collsim.algorithms.registry import REGISTRY, Algorithm, algorithms_for
+from collsim.callspec import CallSpec
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
+from collsim.hardware.nccl_names import (
+    ALGORITHMS,
+    MODELLED_COLLECTIVES,
+    PROTOCOLS,
+    algorithm_name,
+    protocol_name,
+)
 from collsim.hardware.topology import Topology
-from collsim.nccl.constants import NCCL_STEPS
-from collsim.nccl.names import ALGORITHMS, PROTOCOLS, algorithm_name, protocol_name
+from collsim.nccl.adapter import nccl_system
+from collsim.nccl.choice import channels as nccl_channels
+from collsim.nccl.choice import choose
 from collsim.nccl.protocols import cost_model, nccl_figures
-from collsim.nccl.search import nvls_heads
+from collsim.nccl.tuning import model as tuning_model
+from collsim.params import CallParams
 
 SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorithm
 # NCCL runs alltoall as grouped sends and receives, which its tuner does not model; auto runs
@@ -39,7 +43,6 @@ SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorith
 POINT_TO_POINT = {"alltoall": "nccl_p2p"}
 NCCL_PARAMS = ("protocol", "channels")
 TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL = "ring", "Simple"
-NVLS_FAMILIES = ("nvls", "nvls_tree")  # their chunk follows the call's size (nvls_chunk_bytes)
 
 
 @dataclass(frozen=True)
@@ -48,24 +51,16 @@ class Plan:
     where the algorithm takes it), its cost model, and the NCCL protocol (None under the
     ideal model or a model the caller gave) and channels (None for algorithms without)."""
 
-    params: dict[str, Any]
+    params: CallParams
     costs: CostModel
     protocol: str | None
     channels: int | None
-
-
-def gpus_per_node(topology: Topology, gpus: Sequence[int]) -> Counter:
-    """How many of ``gpus`` each node holds (one node when the machine names none)."""
-    return Counter(topology.node_of[g] for g in gpus) if topology.node_of \
-        else Counter({0: len(gpus)})
 
 
 def canonical_algorithm(collective: str, name: Any) -> Any:
     """collsim's name for an algorithm as a user typed it: ``auto`` and ``best`` in any case,
     and NCCL's ``NCCL_ALGO`` spellings of its algorithms (``Tree``, ``NVLSTree``, ``RING``);
     a registered name, or anything else, as given."""
-    from collsim.algorithms.registry import REGISTRY
-
     if not isinstance(name, str) or (collective, name) in REGISTRY:
         return name
     lowered = name.strip().lower()
@@ -92,10 +87,18 @@ def check_protocol(value: Any) -> str:
 
 
 def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int], size: int,
-         params: dict[str, Any], costs: CostModel | None = None) -> Plan:
-    """The plan of a call of ``algorithm`` on ``gpus`` with checked ``params``; ``costs``, if
-    given, replaces the machine's cost model (the protocol is then not recorded)."""
-    params = dict(params)
+         params: CallParams, costs: CostModel | None = None) -> Plan:
+    """:func:`plan_call` of the call given apart."""
+    return plan_call(CallSpec(topology, collective, algorithm, len(gpus), size,
+                              params, costs), gpus)
+
+
+def plan_call(call: CallSpec, gpus: Sequence[int]) -> Plan:
+    """The plan of ``call`` (its parameters checked) on ``gpus``; ``call.costs``, if given,
+    replaces the machine's cost model (the protocol is then not recorded)."""
+    topology, collective, algorithm, costs = call.topology, call.collective, call.algorithm, \
+        call.costs
+    params: dict[str, Any] = dict(call.params)
     protocol = params.pop("protocol", "auto")
     has_channels = "channels" in params or takes_channels(collective, algorithm)
     channels = params.get("channels", "auto")
@@ -122,43 +125,21 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
                     params.get("channels") if has_channels else None)
     if protocol == "auto" or (has_channels and channels == "auto"):
         picked_protocol, picked_channels = nccl_defaults(
-            topology, collective, algorithm, gpus, size,
+            topology, collective, algorithm, gpus, call.size_bytes,
             None if protocol == "auto" else protocol)
         protocol = picked_protocol if protocol == "auto" else protocol
         if has_channels and channels == "auto":
             channels = picked_channels
     if has_channels:
         params["channels"] = channels
-    if algorithm == "ring" and collective in LOOPED and costs is None:
-        # NCCL's ring runs loops of one chunk per rank and channel, the chunk set by the
-        # protocol (ring_chunk_bytes: LL's is 32 KiB); a caller's cost model has no
-        # protocol: one loop.
-        params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
-    if algorithm == "ring" and collective in PIPELINED and costs is None:
-        # Its broadcast and reduce pipeline the protocol's step. Simple synchronises each
-        # step (its latency paid in series, as in the ring's loops); LL and LL128 flag every
-        # line, so NCCL_STEPS steps are in flight on each connection, each forwarded in
-        # units inside a node (pipeline_units) and whole across nodes. A caller's cost
-        # model has no protocol: 512 KiB chunks, one at a time.
-        params.setdefault("chunk_size", ring_chunk_bytes(collective, protocol))
-        if pipeline_units(protocol) > 1:
-            params.setdefault("window", NCCL_STEPS)
-            params.setdefault("units", pipeline_units(protocol))
-    if algorithm == "nccl_tree" and costs is None and pipeline_units(protocol) > 1 \
-            and int(params.get("window", 1)) > 1:
-        # An LL or LL128 tree given a window runs as NCCL's: NCCL's Tree chunk for the call,
-        # forwarded in units inside a node and whole across nodes. Not the default: on the
-        # published runs it brings InfiniBand clusters closer and AWS EFA and GCP TCPXO
-        # further (docs/nccl.md, "LL and LL128").
-        params.setdefault("chunk_size", tree_chunk_bytes(protocol, size, int(channels),
-                                                         len(gpus_per_node(topology, gpus)),
-                                                         len(gpus)))
-        params.setdefault("units", pipeline_units(protocol))
-    if algorithm in NVLS_FAMILIES and costs is None and "chunk_size" not in params:
-        per_node = gpus_per_node(topology, gpus)
-        heads = nvls_heads(max(per_node.values(), default=1))
-        params["chunk_size"] = nvls_chunk_bytes(algorithm, size, int(channels), heads,
-                                                len(per_node))
+    registered = REGISTRY.get((collective, algorithm))
+    if costs is None and registered is not None and registered.protocol_params is not None:
+        # What NCCL's protocol implies for this algorithm (its chunk, window, units); a
+        # caller's cost model has no protocol, and a parameter the caller gave wins.
+        implied = registered.protocol_params(replace(call, params=params), gpus, protocol,
+                                             channels)
+        for name, value in implied.items():
+            params.setdefault(name, value)
     try:
         model = cost_model(topology, algorithm, protocol, gpus)
     except InputError as exc:  # a protocol the family does not run (NVLS: Simple only)
@@ -169,8 +150,6 @@ def plan(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int
 
 def takes_channels(collective: str, algorithm: str) -> bool:
     """Whether the registered ``collective``/``algorithm`` takes a ``channels`` parameter."""
-    from collsim.algorithms.registry import REGISTRY
-
     registered = REGISTRY.get((collective, algorithm))
     return registered is not None and "channels" in registered.params
 
@@ -181,38 +160,20 @@ def nccl_defaults(topology: Topology, collective: str, algorithm: str, gpus: Seq
     restricted to the algorithm (and ``protocol`` if given). Where NCCL's model has nothing
     to say (one rank, a collective it does not tune, an algorithm it would not run here)
     Simple and NCCL's channel sizing for it."""
-    from collsim.nccl.adapter import nccl_system
-    from collsim.nccl.choice import channels, choose
-    from collsim.nccl.tuning import model
-
     system = nccl_system(topology, gpus)
-    if collective in _modelled():
+    if collective in MODELLED_COLLECTIVES:
         choice = choose(system, collective, size, algorithms={algorithm},
                         protocols=None if protocol is None else {protocol})
         if choice is not None:
             return choice.protocol, choice.channels
     protocol = protocol or TEXTBOOK_PROTOCOL
-    if len(gpus) < 2 or collective not in _modelled():
+    if len(gpus) < 2 or collective not in MODELLED_COLLECTIVES:
         return protocol, 1
-    return protocol, channels(model(system), collective, algorithm, protocol, size)[0]
-
-
-def _modelled() -> tuple[str, ...]:
-    from collsim.nccl.names import MODELLED_COLLECTIVES
-
-    return MODELLED_COLLECTIVES
-
-
-def _registered(collective: str, name: str) -> bool:
-    from collsim.algorithms.registry import REGISTRY
-
-    return (collective, name) in REGISTRY
+    return protocol, nccl_channels(tuning_model(system), collective, algorithm, protocol, size)[0]
 
 
 def registered_nccl(collective: str) -> list[str]:
     """NCCL's algorithms registered for ``collective``, in NCCL's order."""
-    from collsim.algorithms.registry import algorithms_for
-
     names = {a.name for a in algorithms_for(collective)}
     return [name for name in ALGORITHMS if name in names]
 
@@ -233,9 +194,6 @@ def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
     algorithms collsim has programs for, under ``protocol`` if given (as with NCCL_PROTO set
     and NCCL_ALGO not); InputError when the machine declares no NCCL figures or nothing
     registered serves the collective."""
-    from collsim.nccl.adapter import nccl_system
-    from collsim.nccl.choice import choose
-
     if nccl_figures(topology) is None:
         raise InputError(f"auto and best are NCCL's choice, and topology '{topology.name}' "
                          "declares no NCCL figures (no 'nccl' section); name an algorithm "
@@ -244,16 +202,16 @@ def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
     registered = registered_nccl(collective)
     if not registered:
         program = POINT_TO_POINT.get(collective)
-        if program is not None and _registered(collective, program) \
+        if program is not None and (collective, program) in REGISTRY \
                 and protocol in (None, TEXTBOOK_PROTOCOL):
             return AutoChoice(program, TEXTBOOK_PROTOCOL, 1)
-        if program is not None and _registered(collective, program):
+        if program is not None and (collective, program) in REGISTRY:
             raise InputError(f"auto {collective} runs NCCL's point-to-point program, which "
                              f"collsim times under {TEXTBOOK_PROTOCOL} only", key="param.protocol")
         raise InputError(f"no NCCL algorithm for {collective} is implemented, so auto has "
                          "nothing to choose from", key="algorithm")
     choice = None
-    if collective in _modelled():
+    if collective in MODELLED_COLLECTIVES:
         choice = choose(nccl_system(topology, gpus), collective, size,
                         algorithms=set(registered),
                         protocols=None if protocol is None else {protocol})
@@ -271,9 +229,6 @@ def candidates(topology: Topology, collective: str, gpus: Sequence[int], size: i
     """The (algorithm, protocol) pairs ``best`` simulates: every registered NCCL algorithm with
     every protocol NCCL would consider for this call (its gating rules), in NCCL's order; the
     auto choice is always among them."""
-    from collsim.nccl.adapter import nccl_system
-    from collsim.nccl.choice import choose
-
     if nccl_figures(topology) is None:
         raise InputError(f"algorithm best compares NCCL's algorithms and protocols, and "
                          f"topology '{topology.name}' declares no NCCL figures (no 'nccl' "
@@ -281,7 +236,7 @@ def candidates(topology: Topology, collective: str, gpus: Sequence[int], size: i
                          key="algorithm")
     registered = registered_nccl(collective)
     pairs: list[tuple[str, str]] = []
-    if collective in _modelled():
+    if collective in MODELLED_COLLECTIVES:
         choice = choose(nccl_system(topology, gpus), collective, size,
                         algorithms=set(registered))
         if choice is not None:
@@ -292,14 +247,12 @@ def candidates(topology: Topology, collective: str, gpus: Sequence[int], size: i
     return pairs
 
 
-def selector(collective: str, name: str) -> Any:
+def selector(collective: str, name: str) -> Algorithm:
     """A registry record standing for ``auto`` or ``best`` (what a scenario sweep checks:
     any rank count, the common parameters only); it has no program of its own."""
-    from collsim.algorithms.registry import Algorithm
-
     summary = ("NCCL's choice of algorithm, protocol and channels" if name == "auto" else
                "the fastest of NCCL's algorithms and protocols, simulated")
-    return Algorithm(collective, name, _no_program, "", None, "collsim.nccl.call", summary)
+    return Algorithm(collective, name, _no_program, "", None, "collsim.calls.plan", summary)
 
 
 def _no_program(rank: int, job: Any) -> Any:

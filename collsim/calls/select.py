@@ -8,11 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from collsim.engine.costs import CostModel
-from collsim.errors import InputError
-from collsim.hardware.placement import place_ranks
-from collsim.hardware.topology import Topology
-from collsim.nccl.call import (
+from collsim.calls.plan import (
     NCCL_PARAMS,
     auto_choice,
     candidates,
@@ -20,11 +16,14 @@ from collsim.nccl.call import (
     is_nccl,
     takes_channels,
 )
-from collsim.params import COMMON_PARAMS
+from collsim.callspec import CallSpec
+from collsim.errors import InputError
+from collsim.hardware.placement import place_ranks
+from collsim.params import COMMON_PARAMS, CallParams
 from collsim.suggest import did_you_mean
 
 
-def selector_params(algorithm: str, params: dict[str, Any]) -> dict[str, Any]:
+def selector_params(algorithm: str, params: CallParams) -> CallParams:
     """The parameters ``auto`` and ``best`` take: the common ones, and for ``auto`` also
     ``protocol`` and ``channels`` (NCCL's choice under NCCL_PROTO, run on that many channels);
     algorithm parameters are theirs to choose."""
@@ -38,14 +37,15 @@ def selector_params(algorithm: str, params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def simulate_selected(topology: Topology, collective: str, selector: str, ranks: int,
-                      size_bytes: int, params: dict[str, Any], costs: CostModel | None,
-                      observe: Callable[[Any], Any] | None = None) -> Any:
-    """The row of ``auto`` or ``best`` for this call: the chosen algorithm's simulation under
-    its plan, recorded as ``algorithm`` = the selector and ``selected`` = what ran."""
-    from collsim.simulate import simulate
-
-    params = dict(selector_params(selector, params))
+def simulate_selected(call: CallSpec, observe: Callable[[Any], Any] | None,
+                      simulate: Callable[[CallSpec, Callable[[Any], Any] | None], Any]) -> Any:
+    """The row of ``auto`` or ``best`` (``call.algorithm``) for this call: the chosen
+    algorithm's simulation under its plan, recorded as ``algorithm`` = the selector and
+    ``selected`` = what ran. ``simulate`` is :func:`collsim.simulate.simulate_call`, which
+    calls this (passed, not imported, so that selection stays below the simulator)."""
+    topology, collective, selector = call.topology, call.collective, call.algorithm
+    ranks, size_bytes = call.ranks, call.size_bytes
+    params = dict(selector_params(selector, dict(call.params)))
     protocol = check_protocol(params.pop("protocol", "auto"))
     channels = params.pop("channels", "auto")
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
@@ -53,28 +53,29 @@ def simulate_selected(topology: Topology, collective: str, selector: str, ranks:
     gpus = place_ranks(topology, ranks, params)
     auto = auto_choice(topology, collective, gpus, size_bytes,
                        None if protocol == "auto" else protocol)
-    run_auto = simulate(topology, collective, auto.algorithm, ranks, size_bytes,
-                        _with(params, collective, auto.algorithm, auto.protocol,
-                              auto.channels if channels == "auto" else channels),
-                        costs, observe)
+    run_auto = simulate(replace(call, algorithm=auto.algorithm,
+                                params=_with(params, collective, auto.algorithm, auto.protocol,
+                                             auto.channels if channels == "auto" else channels)),
+                        observe)
     if selector == "auto":
         return replace(run_auto, algorithm="auto", selected=auto.algorithm)
     best = run_auto
     for algorithm, protocol in candidates(topology, collective, gpus, size_bytes):
         if (algorithm, protocol) == (auto.algorithm, auto.protocol):
             continue
-        result = simulate(topology, collective, algorithm, ranks, size_bytes,
-                          _with(params, collective, algorithm, protocol, "auto"), costs, observe)
+        result = simulate(replace(call, algorithm=algorithm,
+                                  params=_with(params, collective, algorithm, protocol, "auto")),
+                          observe)
         if result.time_s < best.time_s:
             best = result
     speedup = run_auto.time_s / best.time_s if best.time_s > 0 else 1.0
     return replace(best, algorithm="best", selected=best.algorithm, speedup_vs_auto=speedup)
 
 
-def _with(params: dict[str, Any], collective: str, algorithm: str, protocol: str,
-          channels: int | str) -> dict[str, Any]:
+def _with(params: CallParams, collective: str, algorithm: str, protocol: str,
+          channels: int | str) -> CallParams:
     """``params`` with the protocol, and the channels where the algorithm takes them."""
-    chosen = {**params, "protocol": protocol} if is_nccl(algorithm) else dict(params)
+    chosen: CallParams = {**params, "protocol": protocol} if is_nccl(algorithm) else {**params}
     if takes_channels(collective, algorithm):
         chosen["channels"] = channels
     return chosen

@@ -1,0 +1,165 @@
+"""Buffered sends, as NCCL's slots: under a cost model with send buffers
+(:func:`collsim.engine.costs.buffered`) a send that fits in its :class:`Connection`'s buffer
+starts when posted and completes when its last byte has left; the message waits at the
+receiver (a :class:`Posted`) until its receive is posted, which frees its room. A send that
+does not fit waits for room or for its receive. :class:`BufferedSends` is the part of
+:class:`collsim.engine.simulation.Call` that does this."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from collsim.engine.caplinks import Route
+from collsim.engine.fabric import Fabric
+from collsim.engine.rendezvous import Rendezvous, bad_count
+from collsim.program import Job, Recv, Send
+
+if TYPE_CHECKING:
+    from collsim.engine.simulation import RankState
+
+
+class Posted:
+    """A buffered message: its sender and send, its size in bytes, and, once posted, its
+    receiver and receive; whether it has started moving and been delivered."""
+
+    __slots__ = ("sender", "send", "size", "receiver", "recv", "started", "delivered",
+                 "connection", "key")
+
+    def __init__(self, sender: RankState, send: Send, size: int, key: tuple) -> None:
+        self.sender = sender
+        self.send = send
+        self.size = size
+        self.receiver: RankState | None = None
+        self.recv: Recv | None = None
+        self.started = False
+        self.delivered = False
+        self.connection: Connection | None = None
+        self.key = key  # its rendezvous key: which receiver (orbit image) it goes to
+
+
+class Connection:
+    """A sender's buffer at one receiver (NCCL's slots of one channel, or of a lane's
+    channels together): how many bytes it may hold ahead of their receives, how many it
+    holds, and the messages waiting, in order, for room or for their receive."""
+
+    __slots__ = ("capacity", "held", "waiting")
+
+    def __init__(self, capacity: float) -> None:
+        self.capacity = capacity
+        self.held = 0
+        self.waiting: deque[Posted] = deque()
+
+
+class BufferedSends:
+    """Posting, starting, delivering and taking buffered messages (a mixin of
+    :class:`~collsim.engine.simulation.Call`, which holds the state named below)."""
+
+    job: Job
+    itemsize: int
+    fabric: Fabric
+    ranks: list[RankState]
+    transfers: int
+    send_buffer: float
+    capped: bool
+    _rendezvous: Rendezvous
+    _connections: dict[tuple, Connection]
+    _orbits: object
+    _op_done: Callable[[RankState], None]                 # the call's
+    _combine: Callable[[RankState, int, int], None]       # Combines'
+    _capped_route: Callable[[int, int, int], Route]       # CapLinks'
+
+    def _send_buffered(self, state: RankState, send: Send, key: tuple) -> None:
+        """Post a buffered send: it starts now if its receive is posted or its connection's
+        buffer has room behind the messages already in it, else it waits for either."""
+        message = Posted(state, send, send.count * self.itemsize, key)
+        partner = self._rendezvous.send(key, message)
+        connection = self._connection(key, send.lane)
+        message.connection = connection
+        if partner is not None:
+            receiver, recv = partner
+            if send.count != recv.count:
+                raise bad_count(state.rank, receiver.rank, recv, send.count)
+            message.receiver, message.recv = receiver, recv
+            self._start(message)
+        elif not connection.waiting and \
+                connection.held + message.size <= connection.capacity:
+            self._start(message)
+        else:
+            connection.waiting.append(message)
+
+    def _connection(self, key: tuple, lane: int) -> Connection:
+        """The connection a send of ``key`` goes on: sender, receiver (the orbit and its
+        image on the symmetric path) and lane; its buffer holds the lane's channels' slots."""
+        name = (key[0], key[1], lane) if len(key) == 3 else (key[0], key[1], key[3], lane)
+        connection = self._connections.get(name)
+        if connection is None:
+            connection = self._connections[name] = \
+                Connection(self.send_buffer * self.job.lane_weight(lane))
+        return connection
+
+    def _start(self, message: Posted) -> None:
+        """Move a buffered message's bytes: to its receiver, or to the GPU its receiver
+        will post on (on the symmetric path, the image of the orbit the key names)."""
+        message.started = True
+        message.connection.held += message.size
+        receiver, orbits, key = message.receiver, self._orbits, message.key
+        rank = key[1] if receiver is None else receiver.rank
+        target = self.ranks[rank].gpu if orbits is None else orbits.target(rank, key)
+        sender, send = message.sender, message.send
+        self.transfers += 1
+        route = self._capped_route(sender.gpu, target, send.lane) if self.capped else None
+        line = (self, sender.gpu, target, send.lane) if send.ordered else None
+        self.fabric.transfer(sender.gpu, target, message.size, self._arrived, message,
+                             route, line, self._drained)
+
+    def _recv_buffered(self, message: Posted, state: RankState, recv: Recv) -> None:
+        """A receive posted for a buffered message: take it if its bytes are there, else
+        wait for them (starting the message now if it was waiting for its receive)."""
+        if message.send.count != recv.count:
+            raise bad_count(message.sender.rank, state.rank, recv, message.send.count)
+        message.receiver, message.recv = state, recv
+        if message.delivered:
+            self._take(message)
+        elif not message.started:
+            connection = message.connection
+            connection.waiting.remove(message)
+            self._start(message)
+            self._admit_waiting(connection)
+
+    def _drained(self, message: Posted) -> None:
+        self._op_done(message.sender)
+
+    def _arrived(self, message: Posted) -> None:
+        message.delivered = True
+        if message.receiver is not None:
+            self._take(message)  # else it waits in the buffer for its receive
+
+    def _take(self, message: Posted) -> None:
+        """The receiver takes a delivered message: its slots free up for the next ones."""
+        connection = message.connection
+        connection.held -= message.size
+        if connection.waiting:
+            self._admit_waiting(connection)
+        receiver, recv = message.receiver, message.recv
+        if recv.reduce and receiver.gamma:
+            self._combine(receiver, recv.count, recv.lane)
+        else:
+            self._op_done(receiver)
+
+    def _admit_waiting(self, connection: Connection) -> None:
+        """Start the connection's waiting messages, in order, while the buffer has room."""
+        waiting = connection.waiting
+        while waiting and connection.held + waiting[0].size <= connection.capacity:
+            message = waiting.popleft()
+            self._start(message)
+
+    def _unreceived(self) -> str:
+        """The error of buffered sends that no receive ever took."""
+        unreceived = [(src, item.send) for src, item in self._rendezvous.waiting()
+                      if type(item) is Posted]
+        parts = [f"rank {src}'s {send}" for src, send in unreceived[:6]]
+        more = f" and {len(unreceived) - 6} more" if len(unreceived) > 6 else ""
+        return (f"every rank finished with {len(unreceived)} sends never received: "
+                f"{'; '.join(parts)}{more}")

@@ -1,0 +1,61 @@
+"""Capped routes: where the cost model caps bandwidth (:func:`collsim.engine.costs.caps`), a
+send from GPU g on lane k also crosses a virtual link (call, g, k) of
+``weight_k x channel_cap`` and a virtual link (call, g) of ``gpu_cap``, created when first
+used. :class:`CapLinks` is that part of :class:`collsim.engine.simulation.Call`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from collsim.engine.fabric import Fabric
+from collsim.engine.maxmin import Channel
+from collsim.errors import SimulationError
+from collsim.program import Job
+
+if TYPE_CHECKING:
+    from collsim.engine.simulation import Simulation
+
+# A route as the fabric takes it: its channels, its latency, its bottleneck bandwidth.
+Route = tuple[tuple[Channel, ...], float, float]
+
+
+class CapLinks:
+    """Routes with the caps' virtual links, cached per (source, target, lane) (a mixin of
+    :class:`~collsim.engine.simulation.Call`, which holds the state named below)."""
+
+    simulation: Simulation
+    fabric: Fabric
+    job: Job
+    channel_cap: float | None
+    gpu_cap: float | None
+    _routes: dict[tuple[int, int, int], Route]
+    _virtual: dict[tuple[int, int], Channel]
+
+    def _capped_route(self, src: int, dst: int, lane: int) -> Route:
+        """The fabric's route from ``src`` to ``dst`` plus, from a GPU, the virtual links of
+        its lane's channel cap and of its total cap."""
+        key = (src, dst, lane)
+        route = self._routes.get(key)
+        if route is None:
+            if lane < 0:
+                raise SimulationError(f"lane {lane} is negative: lanes are numbered from 0")
+            channels, latency, bottleneck = self.fabric.route(src, dst)
+            extra: list[Channel] = []
+            if src < self.simulation.topology.gpus:
+                if self.channel_cap is not None:
+                    extra.append(self._virtual_link(src, lane))
+                if self.gpu_cap is not None:
+                    extra.append(self._virtual_link(src, -1))
+            for channel in extra:
+                bottleneck = min(bottleneck, channel.bandwidth)
+            route = self._routes[key] = (channels + tuple(extra), latency, bottleneck)
+        return route
+
+    def _virtual_link(self, gpu: int, lane: int) -> Channel:
+        """GPU ``gpu``'s virtual link of lane ``lane`` (-1: of its total cap), made once."""
+        link = self._virtual.get((gpu, lane))
+        if link is None:
+            bandwidth = self.gpu_cap if lane < 0 else \
+                self.job.lane_weight(lane) * self.channel_cap
+            link = self._virtual[gpu, lane] = Channel(bandwidth)
+        return link
