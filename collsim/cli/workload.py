@@ -32,6 +32,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--isolated", action="store_true",
                         help="time each call alone on the topology (no contention between "
                              "calls; faster)")
+    parser.add_argument("--exact", action="store_true",
+                        help="run every call on the shared simulation, even those that run "
+                             "alone on their links (by default timed alone: the 'calls "
+                             "timed' line says which path ran)")
     add_recording_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
@@ -53,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload, changes)
     topology = topology_from_args(args)
     service = None
+    if args.isolated and args.exact:
+        raise InputError("--isolated times each call alone and --exact runs every call on "
+                         "the shared simulation: give one", key="--exact")
     if args.isolated:
         from collsim.workloads.service import isolated, simulated
         service = isolated(simulated(topology))
@@ -60,11 +67,13 @@ def run(args: argparse.Namespace) -> int:
     if recording_wanted(args):
         result = _recorded(args, workload, topology, lines)
     else:
-        result = run_workload(workload, topology, args.gpus, service)
+        result = run_workload(workload, topology, args.gpus, service, exact=args.exact)
+    if args.isolated:
+        result = dataclasses.replace(result, path="isolated")
     extra = {}
     if workload.noise != Noise():
         quiet = run_workload(dataclasses.replace(workload, noise=Noise()), topology,
-                             args.gpus, service)
+                             args.gpus, service, exact=args.exact)
         extra = {"quiet_step_s": quiet.step_s, "stretch": result.step_s / quiet.step_s}
         lines.insert(0, f"noise (seed {workload.noise.seed}): the step without it takes "
                         f"{format_time(quiet.step_s)}, stretch {extra['stretch']:.3f}x")
