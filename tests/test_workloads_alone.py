@@ -130,3 +130,16 @@ def test_the_cli_names_the_path_and_refuses_exact_with_isolated():
     both = subprocess.run([*base, "--exact", "--isolated"], capture_output=True, text=True)
     assert both.returncode == 2 and "Traceback" not in both.stderr
     assert "--exact" in both.stderr
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_progress_line_can_read_the_run_in_progress(exact):
+    """``observe`` gets one object whose clock and transfers are the running step's."""
+    topology = load_topology("switch-64")
+    workload = load_workload("workloads/llama-7b-dp.yaml", SMALL)
+    seen = []
+    result = run_workload(workload, topology, 8, exact=exact, observe=seen.append)
+    [current] = seen
+    assert current.env.now == pytest.approx(result.step_s, rel=1e-12)
+    assert isinstance(current.fabric.transfers, int)
+    assert (current.fabric.transfers > 0) == exact  # timed alone: nothing on the shared one

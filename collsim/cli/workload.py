@@ -67,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
     if recording_wanted(args):
         result = _recorded(args, workload, topology, lines)
     else:
-        result = run_workload(workload, topology, args.gpus, service, exact=args.exact)
+        from collsim.cli.watch import Watch
+
+        with Watch() as watch:
+            result = run_workload(workload, topology, args.gpus, service, exact=args.exact,
+                                  observe=watch)
     if args.isolated:
         result = dataclasses.replace(result, path="isolated")
     extra = {}

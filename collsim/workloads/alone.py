@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,7 @@ from collsim.simulate import make_job
 from collsim.workloads.executor import execute, run_plan
 from collsim.workloads.plan import Plan
 from collsim.workloads.results import StepResult, summarize
-from collsim.workloads.service import Call, Done
+from collsim.workloads.service import Call, CollectiveService, Done, ServiceFactory
 from collsim.workloads.shared import SharedFabric, fabric_costs, shared
 
 WAIT = 1e-4
@@ -94,6 +94,7 @@ class AloneCalls:
         self._gathering: dict[Hashable, tuple[float, list[tuple[int, Done]]]] = {}
         self._full: dict[Hashable, list[float]] = {}  # shared calls: [first arrival, ends]
         self.windows: list[Window] = []
+        self.fabric = self.shared.simulation.fabric  # for a progress line: its transfers
         self.alone = 0  # calls timed alone
         # The most any member was started after its arrival (waiting for the others), in
         # seconds: at most WAIT of its call's time alone.
@@ -215,10 +216,25 @@ class AloneCalls:
 
 def _service(made: list[AloneCalls], topology: Topology, costs: CostModel | None,
              timings: dict[tuple, AloneTiming], forced: frozenset[Hashable],
-             env: simpy.Environment) -> AloneCalls:
+             seen: Callable[[object], None] | None, env: simpy.Environment) -> AloneCalls:
     """An :class:`AloneCalls` on ``env``, kept in ``made``: the executor's service factory."""
     made.append(AloneCalls(env, topology, costs, timings, forced))
+    if seen is not None:
+        seen(made[-1])
     return made[-1]
+
+
+def watched(factory: ServiceFactory, seen: Callable[[object], None] | None) -> ServiceFactory:
+    """``factory``, telling ``seen`` (if given) of each service it makes."""
+    if seen is None:
+        return factory
+
+    def make(env: simpy.Environment) -> CollectiveService:
+        service = factory(env)
+        seen(service)
+        return service
+
+    return make
 
 
 def _call(done: Done) -> None:
@@ -238,24 +254,26 @@ def _params(call: Call) -> dict[str, Any]:
     return params
 
 
-def run_alone(plan: Plan, topology: Topology, costs: CostModel | None = None) -> StepResult:
+def run_alone(plan: Plan, topology: Topology, costs: CostModel | None = None,
+              seen: Callable[[object], None] | None = None) -> StepResult:
     """Run ``plan`` with every call that runs alone timed alone, the others on the shared
     simulation. Calls found overlapping one timed alone on its resources run shared in the
     next attempt, up to ATTEMPTS; then the whole step runs shared. The result's ``path`` says
-    which ran (``fallback``: why not alone)."""
+    which ran (``fallback``: why not alone). ``seen``, if given, is told of each service
+    made (a progress line reads its clock and transfers)."""
     timings: dict[tuple, AloneTiming] = {}
     forced: frozenset[Hashable] = frozenset()
     for _ in range(ATTEMPTS):
         services: list[AloneCalls] = []
         timeline = execute(plan, functools.partial(_service, services, topology, costs,
-                                                   timings, forced))
+                                                   timings, forced, seen))
         service = services[0]
         clashing = service.conflicts()
         if not clashing:
             result = summarize(plan, timeline)
             return dataclasses.replace(result, path="alone" if service.alone else "shared")
         forced = forced | clashing
-    result = run_plan(plan, shared(topology, costs))
+    result = run_plan(plan, watched(shared(topology, costs), seen))
     return dataclasses.replace(
         result, path="shared",
         fallback=f"after {ATTEMPTS} attempts calls timed alone still overlapped others on "
