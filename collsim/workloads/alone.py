@@ -49,7 +49,8 @@ call on the shared simulation. docs/engine.md#step-paths bounds the error it add
 
 
 ATTEMPTS = 4
-"""Runs of a step on the fast path, each with more calls shared, before it runs all shared."""
+"""Runs of a step on the fast path before it runs all shared: each shares the calls found
+overlapping in the ones before, the last every call of their kinds (``data allreduce``)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Window:
     resources: frozenset[int]
     alone: bool
     key: Hashable
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -82,13 +84,15 @@ class AloneCalls:
     def __init__(self, env: simpy.Environment, topology: Topology,
                  costs: CostModel | None = None,
                  timings: dict[tuple, AloneTiming] | None = None,
-                 forced: frozenset[Hashable] = frozenset()) -> None:
+                 forced: frozenset[Hashable] = frozenset(),
+                 forced_kinds: frozenset[str] = frozenset()) -> None:
         self.env = env
         self.topology = topology
         self.costs = fabric_costs(topology) if costs is None else costs
         self.shared = SharedFabric(env, topology, self.costs)
         self.timings = {} if timings is None else timings  # by call shape, across runs
-        self.forced = forced  # keys of the calls to run shared whatever their arrivals
+        # The keys, and the kinds, of the calls to run shared whatever their arrivals.
+        self.forced, self.forced_kinds = forced, forced_kinds
         self._resources: dict[tuple, frozenset[int]] = {}
         self._jobs: dict[tuple, tuple[Algorithm, Job, list[int]]] = {}
         self._gathering: dict[Hashable, tuple[float, list[tuple[int, Done]]]] = {}
@@ -105,7 +109,7 @@ class AloneCalls:
         if key in self._full:
             self._arrive_shared(call, gpu, done)
             return
-        if key in self.forced:
+        if key in self.forced or call.kind in self.forced_kinds:
             self._full[key] = [clock(self.env), 0]
             self._arrive_shared(call, gpu, done)
             return
@@ -137,7 +141,7 @@ class AloneCalls:
             held[1] += 1
             if held[1] == len(call.group):
                 self.windows.append(Window(held[0], clock(self.env), self.resources(call),
-                                           False, call.key))
+                                           False, call.key, call.kind))
             done()
 
         self.shared.arrive(call, gpu, finished)
@@ -152,7 +156,8 @@ class AloneCalls:
         for gpu, done in members:
             call_later(env, timing.finish[group.index(gpu)], _call, done)
         end = now + max(timing.finish, default=0.0)
-        self.windows.append(Window(now, end, self.resources(call), True, call.key))
+        self.windows.append(Window(now, end, self.resources(call), True, call.key,
+                                   call.kind))
 
     def timing(self, call: Call) -> AloneTiming:
         """``call`` simulated alone from time 0, as the shared simulation would run it."""
@@ -216,9 +221,10 @@ class AloneCalls:
 
 def _service(made: list[AloneCalls], topology: Topology, costs: CostModel | None,
              timings: dict[tuple, AloneTiming], forced: frozenset[Hashable],
-             seen: Callable[[object], None] | None, env: simpy.Environment) -> AloneCalls:
+             kinds: frozenset[str], seen: Callable[[object], None] | None,
+             env: simpy.Environment) -> AloneCalls:
     """An :class:`AloneCalls` on ``env``, kept in ``made``: the executor's service factory."""
-    made.append(AloneCalls(env, topology, costs, timings, forced))
+    made.append(AloneCalls(env, topology, costs, timings, forced, kinds))
     if seen is not None:
         seen(made[-1])
     return made[-1]
@@ -258,21 +264,24 @@ def run_alone(plan: Plan, topology: Topology, costs: CostModel | None = None,
               seen: Callable[[object], None] | None = None) -> StepResult:
     """Run ``plan`` with every call that runs alone timed alone, the others on the shared
     simulation. Calls found overlapping one timed alone on its resources run shared in the
-    next attempt, up to ATTEMPTS; then the whole step runs shared. The result's ``path`` says
-    which ran (``fallback``: why not alone). ``seen``, if given, is told of each service
-    made (a progress line reads its clock and transfers)."""
+    next attempt, in the last every call of their kinds (ATTEMPTS); then the whole step runs
+    shared. The result's ``path`` says which ran (``fallback``: why not alone). ``seen``, if
+    given, is told of each service made (a progress line reads its clock and transfers)."""
     timings: dict[tuple, AloneTiming] = {}
     forced: frozenset[Hashable] = frozenset()
-    for _ in range(ATTEMPTS):
+    kinds: frozenset[str] = frozenset()
+    for attempt in range(ATTEMPTS):
         services: list[AloneCalls] = []
         timeline = execute(plan, functools.partial(_service, services, topology, costs,
-                                                   timings, forced, seen))
+                                                   timings, forced, kinds, seen))
         service = services[0]
         clashing = service.conflicts()
         if not clashing:
             result = summarize(plan, timeline)
             return dataclasses.replace(result, path="alone" if service.alone else "shared")
         forced = forced | clashing
+        if attempt == ATTEMPTS - 2:  # sharing those calls was not enough: their kinds
+            kinds = kinds | {w.kind for w in service.windows if w.key in clashing}
     result = run_plan(plan, watched(shared(topology, costs), seen))
     return dataclasses.replace(
         result, path="shared",
