@@ -2,20 +2,20 @@
 
 Most calls of a step have the fabric to themselves while they run: a data-parallel step's
 gradient buckets follow one another on one stream, every member arriving at one instant. A
-call alone on its links and GPUs evolves exactly as it would on a simulation of its own
-(max-min rates depend only on the transfers that share links), so :class:`AloneCalls` times
-such a call with :class:`~collsim.engine.timing.TimingEngine`, whose lockstep and symmetric
-paths apply, once per shape (collective, members, size, algorithm, dtype, root), and hands
-each member its finish time. Every other call (members arriving at different instants) runs
-on the shared simulation as before (:class:`~collsim.workloads.shared.SharedFabric`).
+call alone on its links and GPUs evolves as it would on a simulation of its own (max-min
+rates depend only on the transfers that share links), so :class:`AloneCalls` times such a
+call with :class:`~collsim.engine.timing.TimingEngine`, whose lockstep and symmetric paths
+apply, once per shape (collective, members, size, algorithm, dtype, root), and hands each
+member its finish time. A call whose members do not all arrive within WAIT of its time
+alone runs on the shared simulation as before (:class:`~collsim.workloads.shared.SharedFabric`).
 
 Whether the calls timed alone really were alone is checked after the step: each call holds
 its *resources* (every link of a route between two of its endpoints, and its GPUs' reduction
-units) from its first member's arrival to its last member's end; if a call timed alone
-overlaps in time another call holding one of its resources, the step is run again on the
-shared simulation (:func:`run_alone`'s ``path`` says which). The only difference from the
-shared simulation is rounding: times are the call's own plus its start instead of summed
-on the step's clock (docs/engine.md#step-paths gives the measured bound).
+units) from its start to its last member's end; calls timed alone that overlap in time a
+call holding one of their resources run shared in a new attempt (:func:`run_alone`), and
+after ATTEMPTS the whole step runs shared. The result's ``path`` says which ran. What is
+left of the difference from the shared simulation is rounding and WAIT
+(docs/engine.md#step-paths gives the bound and the measured error).
 """
 
 from __future__ import annotations
