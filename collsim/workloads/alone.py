@@ -77,7 +77,9 @@ class AloneTiming:
 
 class AloneCalls:
     """A :class:`~collsim.workloads.service.CollectiveService`: calls whose members all
-    arrive at one instant are timed alone (cached per shape); the others run on a
+    arrive within WAIT of the call's time alone are timed alone (cached per shape) from the
+    last arrival, unless ``forced`` names their key or ``forced_kinds`` their kind; the
+    others run on a
     :class:`SharedFabric` of the same environment. :meth:`conflicts` says afterwards whether
     a call timed alone shared a resource with another call running at the same time."""
 
