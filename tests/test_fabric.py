@@ -178,3 +178,18 @@ def test_shortcuts_follow_the_policy_and_a_subclass_is_never_bypassed():
 
     assert Fabric.shortcuts_allowed() and Declared.shortcuts_allowed()
     assert not Watching.shortcuts_allowed()
+
+
+def test_a_policy_without_shortcuts_runs_every_event_to_the_same_times():
+    from collsim.algorithms.registry import get_algorithm
+    from collsim.engine.timing import TimingEngine
+    from collsim.simulate import make_job
+
+    topology = switch("s", 8, 1e-6, 10e9)
+    ring = get_algorithm("allreduce", "ring")
+    job, gpus = make_job(topology, ring, 8, 1 << 20, {})
+    quick = TimingEngine(topology, gpus, job, ring.program).run()
+    full = TimingEngine(topology, gpus, job, ring.program,
+                        policy=FabricPolicy(shortcuts=False)).run()
+    assert quick.path == "lockstep" and full.path == "full"
+    assert full.finish == quick.finish
