@@ -1,42 +1,128 @@
-"""What the shared fabric costs against the isolated stand-in for a training step, and what
-recording (for --trace / --link-report) adds: CPU seconds per step.
+"""What one training step costs to simulate, and the error of its fast path.
 
-    python benchmarks/workloads.py
+    python benchmarks/workloads.py            # every example at the issue's sizes
+    python benchmarks/workloads.py --error    # the fast path against the shared simulation
+
+The first table times each example workload (workloads/*.yaml) and the jobs example on
+``h100-cluster`` at the sizes users wait for (64 GPUs, 128 for gpt-39b-3d, 512 for the
+DDP scaling figure), each in a process of its own: wall and CPU seconds, peak memory (the
+process's maximum resident set) and the path the step took (collsim/workloads/alone.py). A
+case is cut after ``--limit`` CPU seconds. ``--error`` runs steps small enough for the
+shared simulation both ways and prints the largest difference of any time of the result,
+as a fraction of the step.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from collsim.api import load_topology
-from collsim.workloads import load_workload, run_workload
-from collsim.workloads.service import isolated, simulated
-from collsim.workloads.tracing import record_step
+ROOT = Path(__file__).resolve().parent.parent
+CASES = [("workloads/llama-7b-dp.yaml", 64), ("workloads/llama-7b-zero3.yaml", 64),
+         ("workloads/gpt-39b-3d.yaml", 128), ("jobs/two-jobs.yaml", 128),
+         ("workloads/llama-7b-dp.yaml", 512)]
+ERROR_CASES = [("workloads/llama-7b-dp.yaml", 8), ("workloads/llama-7b-dp.yaml", 16),
+               ("workloads/llama-7b-zero3.yaml", 8), ("workloads/llama-7b-zero3.yaml", 16),
+               ("workloads/gpt-39b-3d.yaml", 32)]
 
-HERE = Path(__file__).resolve().parent.parent / "workloads"
-CASES = [("llama-7b-dp.yaml", 16), ("llama-7b-dp.yaml", 64), ("llama-7b-zero3.yaml", 16),
-         ("gpt-39b-3d.yaml", 32)]
+
+def machine(gpus: int):
+    from collsim.api import load_topology
+
+    return load_topology("h100-cluster", {"nodes": max(1, gpus // 8)})
 
 
-def cpu(function, *args, **kwargs) -> tuple[float, object]:
-    start = time.process_time()
-    result = function(*args, **kwargs)
-    return time.process_time() - start, result
+def one_case(name: str, gpus: int) -> dict:
+    """Time one case in this process; what the table prints of it."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    topology = machine(gpus)
+    if name.startswith("jobs/"):
+        from collsim.workloads.jobs import run_jobs
+        from collsim.workloads.jobsfile import load_jobs
+
+        results = run_jobs(load_jobs(ROOT / name), topology)
+        step, path = max(r.time_s for r in results), "shared"
+    else:
+        from collsim.workloads import load_workload, run_workload
+
+        result = run_workload(load_workload(ROOT / name), topology, gpus)
+        step, path = result.step_s, result.path
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
+            "peak": peak, "step": step, "path": path}
+
+
+def times(result) -> dict[str, float]:
+    """Every time of a step result, by name (the per-GPU ones included)."""
+    out: dict[str, float] = {}
+
+    def walk(value, name: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{name}.{key}")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{name}[{index}]")
+        elif isinstance(value, float) and name.endswith("_s"):
+            out[name] = value
+
+    walk(result.to_dict(ranks=True), "")
+    return out
+
+
+def error() -> None:
+    from collsim.workloads import load_workload, run_workload
+
+    print(f"{'workload':<30}{'GPUs':>5}{'path':>8}{'fast cpu s':>11}{'shared cpu s':>13}"
+          f"{'step error':>12}{'worst error':>12}", flush=True)
+    for name, gpus in ERROR_CASES:
+        topology, workload = machine(gpus), load_workload(ROOT / name)
+        start = time.process_time()
+        fast = run_workload(workload, topology, gpus)
+        middle = time.process_time()
+        exact = run_workload(workload, topology, gpus, exact=True)
+        end = time.process_time()
+        got, want = times(fast), times(exact)
+        worst = max(abs(got[k] - want[k]) for k in want) / exact.step_s
+        step = abs(fast.step_s - exact.step_s) / exact.step_s
+        print(f"{name:<30}{gpus:>5}{fast.path:>8}{middle - start:>11.2f}{end - middle:>13.2f}"
+              f"{step:>12.2e}{worst:>12.2e}", flush=True)
 
 
 def main() -> None:
-    print(f"{'workload':<22}{'GPUs':>6}{'isolated s':>12}{'shared s':>10}{'recorded s':>12}"
-          f"{'step (iso)':>12}{'step (shared)':>15}")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--error", action="store_true", help="the fast path's error")
+    parser.add_argument("--limit", type=int, default=300, help="CPU seconds per case")
+    parser.add_argument("--case", nargs=2, metavar=("FILE", "GPUS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(one_case(args.case[0], int(args.case[1]))))
+        return
+    if args.error:
+        error()
+        return
+    print(f"{'case':<30}{'GPUs':>5}{'path':>8}{'wall s':>9}{'cpu s':>8}{'peak MiB':>9}"
+          f"{'step s':>10}", flush=True)
     for name, gpus in CASES:
-        topology = load_topology("h100-cluster", {"nodes": max(1, gpus // 8)})
-        workload = load_workload(HERE / name)
-        alone_s, alone = cpu(run_workload, workload, topology, gpus,
-                             service=isolated(simulated(topology)))
-        shared_s, shared = cpu(run_workload, workload, topology, gpus)
-        recorded_s, _ = cpu(record_step, workload, topology, gpus)
-        print(f"{name:<22}{gpus:>6}{alone_s:>12.2f}{shared_s:>10.2f}{recorded_s:>12.2f}"
-              f"{alone.step_s:>12.4f}{shared.step_s:>15.4f}", flush=True)
+
+        def limit(seconds: int = args.limit) -> None:
+            resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
+
+        run = subprocess.run([sys.executable, __file__, "--case", name, str(gpus)],
+                             capture_output=True, text=True, preexec_fn=limit, cwd=ROOT)
+        if run.returncode:
+            why = f"cut at {args.limit} CPU s" if run.returncode in (-9, -24, 152) else \
+                run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "failed"
+            print(f"{name:<30}{gpus:>5}  {why}", flush=True)
+            continue
+        row = json.loads(run.stdout)
+        print(f"{name:<30}{gpus:>5}{row['path']:>8}{row['wall']:>9.1f}{row['cpu']:>8.1f}"
+              f"{row['peak']:>9.0f}{row['step']:>10.4f}", flush=True)
 
 
 if __name__ == "__main__":

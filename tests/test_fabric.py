@@ -143,3 +143,53 @@ def test_delivery_times_match_an_independent_fluid_max_min_simulation(bandwidths
         got = run_transfers(topo, transfers, policy)
         for g, w in zip(got, want, strict=True):
             assert g == pytest.approx(w, rel=1e-9)
+
+
+def test_the_policy_chooses_the_rate_solver_and_the_fabric_uses_it():
+    """The solver seam: a solver handed in through FabricPolicy is the one every settle asks,
+    and (being MaxMin underneath) gives the textbook example's times."""
+    from collsim.engine.maxmin import MaxMin
+
+    class Counting(MaxMin):
+        fills = 0
+
+        def fill_small(self, flows, channels):
+            Counting.fills += 1
+            return MaxMin.fill_small(flows, channels)
+
+    topo = ExplicitTopology([(1e-3, 10.0), (1e-3, 4.0)],
+                            {(0, 1): (0, 1), (2, 3): (0,), (4, 5): (1,)})
+    transfers = [(0.0, 0, 1, 8.0), (0.0, 2, 3, 24.0), (0.0, 4, 5, 4.0)]
+    got = run_transfers(topo, transfers, FabricPolicy(solver=Counting))
+    assert Counting.fills > 0
+    assert got == run_transfers(topo, transfers)
+
+
+def test_shortcuts_follow_the_policy_and_a_subclass_is_never_bypassed():
+    """The lockstep/symmetric paths ask the policy and the fabric class: off in the policy,
+    or on a subclass that does not declare itself replaceable, every event runs."""
+    from collsim.engine.fabric import Fabric
+
+    class Watching(Fabric):
+        pass
+
+    class Declared(Fabric):
+        replaceable = True
+
+    assert Fabric.shortcuts_allowed() and Declared.shortcuts_allowed()
+    assert not Watching.shortcuts_allowed()
+
+
+def test_a_policy_without_shortcuts_runs_every_event_to_the_same_times():
+    from collsim.algorithms.registry import get_algorithm
+    from collsim.engine.timing import TimingEngine
+    from collsim.simulate import make_job
+
+    topology = switch("s", 8, 1e-6, 10e9)
+    ring = get_algorithm("allreduce", "ring")
+    job, gpus = make_job(topology, ring, 8, 1 << 20, {})
+    quick = TimingEngine(topology, gpus, job, ring.program).run()
+    full = TimingEngine(topology, gpus, job, ring.program,
+                        policy=FabricPolicy(shortcuts=False)).run()
+    assert quick.path == "lockstep" and full.path == "full"
+    assert full.finish == quick.finish

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any
 
 from collsim.cli.common import add_topology_arguments, overrides_from, topology_from_args
 from collsim.cli.recording import (
@@ -18,9 +17,6 @@ from collsim.errors import InputError
 from collsim.units import format_time
 from collsim.watch import Watch
 from collsim.workloads.model import Noise
-
-if TYPE_CHECKING:
-    from collsim.workloads.service import ServiceFactory
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +38,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--isolated", action="store_true",
                         help="time each call alone on the topology (no contention between "
                              "calls; faster)")
+    parser.add_argument("--exact", action="store_true",
+                        help="run every call on the shared simulation, even those that run "
+                             "alone on their links (by default timed alone: the 'calls "
+                             "timed' line says which path ran)")
     add_recording_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
@@ -63,29 +63,29 @@ def run(args: argparse.Namespace) -> int:
                          "--isolated", key="--isolated")
     workload = load_workload(args.workload, changes)
     topology = topology_from_args(args)
+    service = None
+    if args.isolated and args.exact:
+        raise InputError("--isolated times each call alone and --exact runs every call on "
+                         "the shared simulation: give one", key="--exact")
     if args.isolated:
         # the isolated-call services only for --isolated
         from collsim.workloads.service import isolated, simulated
         service = isolated(simulated(topology))
-    else:
-        # the shared simulation, as the isolated services above, only when it runs
-        from collsim.workloads.shared import shared
-        service = shared(topology)
     lines: list[str] = []
     noisy = workload.noise != Noise()
     if recording_wanted(args):
         result = _recorded(args, workload, topology, lines)
     else:
-        with Watch() as watch:
-            result = run_workload(workload, topology, args.gpus,
-                                  _watched(service, watch, "simulating the step"))
-    if noisy:
-        with Watch() as watch:
-            quiet = run_workload(dataclasses.replace(workload, noise=Noise()), topology,
-                                 args.gpus,
-                                 _watched(service, watch, "simulating the step without noise"))
+        with Watch(label="simulating the step") as watch:
+            result = run_workload(workload, topology, args.gpus, service, exact=args.exact,
+                                  observe=watch)
+    if args.isolated:
+        result = dataclasses.replace(result, path="isolated")
     extra = {}
     if noisy:
+        with Watch(label="simulating the step without noise") as watch:
+            quiet = run_workload(dataclasses.replace(workload, noise=Noise()), topology,
+                                 args.gpus, service, exact=args.exact, observe=watch)
         extra = {"quiet_step_s": quiet.step_s, "stretch": result.step_s / quiet.step_s}
         lines.insert(0, f"noise (seed {workload.noise.seed}): the step without it takes "
                         f"{format_time(quiet.step_s)}, stretch {extra['stretch']:.3f}x")
@@ -96,18 +96,6 @@ def run(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     return 0
-
-
-def _watched(factory: ServiceFactory, watch: Watch, label: str) -> ServiceFactory:
-    """``factory``, whose services the progress line follows (their simulation, or their
-    clock where calls are timed alone)."""
-
-    def make(env: Any) -> Any:
-        service = factory(env)
-        watch.follow(getattr(service, "simulation", service), label)
-        return service
-
-    return make
 
 
 def _recorded(args: argparse.Namespace, workload, topology, lines: list[str]):

@@ -34,8 +34,9 @@ import simpy
 
 from collsim.engine.costs import IDEAL, CostModel, channel_bandwidth
 from collsim.engine.loop import BareEvent, call_later, clock
-from collsim.engine.maxmin import Channel, MaxMin
+from collsim.engine.maxmin import Channel
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
+from collsim.engine.solver import RateSolver
 from collsim.hardware.topology import Topology
 
 
@@ -101,9 +102,20 @@ class Fabric:
     Extension points, for subclasses that watch or replace the rate computation
     (``benchmarks/rate_floor.py`` records and replays it): :attr:`flow_class`, and the
     methods :meth:`settle`, :meth:`take_changes`, :meth:`unlink` and :meth:`schedule`.
+    The rate solver is the policy's (``policy.solver``, :mod:`collsim.engine.solver`).
     """
 
     flow_class: type[Flow] = Flow  # the class of the flows that transfers create
+    # Whether the lockstep and symmetric paths may stand in for this class's events (they
+    # give the same times but call none of its methods): only a class that says so in its
+    # own body, so that a subclass watching the events is never bypassed by inheritance.
+    replaceable = True
+
+    @classmethod
+    def shortcuts_allowed(cls) -> bool:
+        """Whether a call on this fabric class may skip its events (``replaceable`` set in
+        the class's own body)."""
+        return vars(cls).get("replaceable", False) is True
 
     def __init__(self, env: simpy.Environment, topology: Topology, costs: CostModel = IDEAL,
                  policy: FabricPolicy = DEFAULT_POLICY) -> None:
@@ -111,7 +123,7 @@ class Fabric:
         self.topology = topology
         self.costs = costs
         self.policy = policy
-        self.solver = MaxMin()
+        self.solver: RateSolver = policy.solver()
         self._new_flow = self.flow_class  # an instance attribute: the faster lookup
         # The cost model is applied here and where routes are built, never per transfer.
         self.channels = [Channel(channel_bandwidth(costs, link)) for link in topology.links]

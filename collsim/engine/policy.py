@@ -1,4 +1,5 @@
-"""How the fabric recomputes max-min rates after a change: its shortcuts and their limits.
+"""How the fabric recomputes max-min rates after a change: its solver, its shortcuts and
+their limits.
 
 Every policy gives the same rates up to rounding (a hypothesis test holds the local updates
 equal to whole recomputation, and both to an independent fluid simulation); only the cost
@@ -8,6 +9,9 @@ differs. The defaults are the fastest measured on this project's benchmarks.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from collsim.engine.maxmin import MaxMin
+from collsim.engine.solver import SolverFactory
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,12 @@ class FabricPolicy:
     local_rounds: int = 6
     local_group: int = 256
     crowded_link: int = 8
+    # The max-min solver the fabric builds (collsim/engine/solver.py: the protocol it meets).
+    solver: SolverFactory = MaxMin
+    # Whether a single call may be timed on the lockstep or symmetric path instead of every
+    # rank's events, where the fabric allows it (Fabric.replaceable): the same results to
+    # the bit; False forces the events (a benchmark of the engine itself).
+    shortcuts: bool = True
 
 
 DEFAULT_POLICY = FabricPolicy()

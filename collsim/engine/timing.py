@@ -36,16 +36,17 @@ class TimingEngine:
     ``costs.launch`` seconds in), on a ``fabric`` (a :class:`Fabric` or subclass) with the
     given ``policy``: one call, starting at time 0, on a simulation of its own.
 
-    The programs are timed on the lockstep path (:mod:`collsim.engine.lockstep`) when their
-    steps fit it, ``lockstep`` is true and the fabric is a plain :class:`Fabric` (a subclass
-    may watch the events); the results are the same to the bit. ``steps``, the algorithm's
-    lockstep form (the registry's ``lockstep``), gives the whole steps; without it the
-    engine traces the programs into them.
+    The shortcuts below apply only when the policy allows them (``policy.shortcuts``) and
+    the fabric class does (:meth:`Fabric.shortcuts_allowed`: a subclass may watch the
+    events). The programs are timed on the lockstep path (:mod:`collsim.engine.lockstep`)
+    when their steps fit it and ``lockstep`` is true; the results are the same to the bit.
+    ``steps``, the algorithm's lockstep form (the registry's ``lockstep``), gives the whole
+    steps; without it the engine traces the programs into them.
 
     ``symmetric``, the algorithm's declaration (the registry's ``symmetric``), lets the
     events run one representative rank per orbit of a rank shift
-    (:mod:`collsim.engine.symmetry`) when the lockstep path declines, on a plain fabric;
-    where the machine breaks the symmetry every rank runs, and ``fallback`` says why."""
+    (:mod:`collsim.engine.symmetry`) when the lockstep path declines; where the machine
+    breaks the symmetry every rank runs, and ``fallback`` says why."""
 
     def __init__(self, topology: Topology, gpus: Sequence[int], job: Job,
                  programs: ProgramFactory, costs: CostModel = IDEAL,
@@ -53,14 +54,15 @@ class TimingEngine:
                  lockstep: bool = True, symmetric: Declaration | None = None,
                  steps: LockstepForm | None = None) -> None:
         self.topology, self.costs, self.policy = topology, costs, policy
-        self.symmetric = symmetric if fabric is Fabric else None
+        shortcuts = policy.shortcuts and fabric.shortcuts_allowed()
+        self.symmetric = symmetric if shortcuts else None
         self.simulation = Simulation(topology, costs, policy, fabric)
         self.env = self.simulation.env
         self.fabric = self.simulation.fabric
         self.job = job
         self.gpus = list(gpus)
         self.programs = programs
-        self.lockstep = lockstep and fabric is Fabric
+        self.lockstep = lockstep and shortcuts
         self.steps = steps
         self.call = self.simulation.call(job, gpus, programs, start=None)
         self.ranks = self.call.ranks

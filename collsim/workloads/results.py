@@ -57,6 +57,11 @@ class StepResult:
     mfu: float | None
     kinds: dict[str, KindStats]
     ranks: list[RankTimes] = field(repr=False)
+    # How the calls were timed: "shared" (every call's events on one simulation), "alone"
+    # (calls that ran alone on their links timed alone: collsim/workloads/alone.py) or
+    # "isolated" (each call alone, contention ignored: --isolated).
+    path: str = "shared"
+    fallback: str = ""  # why a step meant for the "alone" path ran shared
 
     def to_dict(self, ranks: bool = False) -> dict[str, Any]:
         """The result as JSON-ready data (with every GPU's times if ``ranks``)."""
@@ -174,6 +179,7 @@ def format_result(result: StepResult, topology: str = "") -> str:
         f"({_share(result.exposed_s, result.step_s)}), bubble "
         f"{format_time(result.bubble_s)} ({_share(result.bubble_s, result.step_s)})"
         + (f"; MFU {100 * result.mfu:.1f}%" if result.mfu is not None else ""),
+        f"calls timed: {result.path}" + (f" ({result.fallback})" if result.fallback else ""),
     ]
     if result.kinds:
         lines.append("")

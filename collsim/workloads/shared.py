@@ -52,6 +52,7 @@ class SharedFabric:
         self.simulation = Simulation(topology, fabric_costs(topology) if costs is None
                                      else costs, fabric=fabric, env=env, observer=recorder)
         self.simulation.attach()
+        self.fabric = self.simulation.fabric  # for a progress line: its transfers
         self.calls: dict[Hashable, tuple[EngineCall, dict[int, Done]]] = {}
         self.labels: list[Call] = []   # the step's call of each engine call, in order
 
