@@ -24,6 +24,7 @@ from collsim.nccl.call import (
 from collsim.nccl.constants import MAX_CHANNELS
 from collsim.output.table import TABLE_COLUMNS
 from collsim.params import COMMON_PARAMS, DTYPES, dtype_name
+from collsim.pipelined import pipeline_for
 from collsim.program import Job
 from collsim.suggest import did_you_mean
 from collsim.units import UnitError, format_size, format_time, parse_size
@@ -53,8 +54,9 @@ class PointResult:
     selected: str = ""
     speedup_vs_auto: float | None = None
     path: str = "full"  # how the engine timed it: "lockstep" (whole steps), "symmetric" (one
-    # rank per orbit of a rank shift) or "full" (every rank's events)
-    fallback: str = ""  # why an algorithm that declares symmetry ran in full
+    # rank per orbit of a rank shift), "pipeline" (a tree pipeline from two small runs, within
+    # the error docs/engine.md states) or "full" (every rank's events)
+    fallback: str = ""  # why an algorithm with a quicker path declared ran in full
 
     def row(self) -> dict[str, Any]:
         """The table's columns in order; a missing closed form, protocol or channels is
@@ -211,12 +213,14 @@ def expected_time(topology: Topology, collective: str, algorithm: str, ranks: in
 
 def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, size_bytes: int,
              params: dict[str, Any] | None = None, costs: CostModel | None = None,
-             observe: Callable[[TimingEngine], Any] | None = None) -> PointResult:
+             observe: Callable[[TimingEngine], Any] | None = None,
+             exact: bool = False) -> PointResult:
     """Simulate one collective call and return its row of the results table. ``algorithm``
     is a registered name, ``auto`` (NCCL's choice) or ``best`` (the fastest NCCL algorithm
     and protocol, simulated); ``costs`` replaces the machine's cost model (ideal on the
     canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.nccl.call`).
-    ``observe``, if given, is called with the engine before it runs (a progress display)."""
+    ``observe``, if given, is called with the engine before it runs (a progress display).
+    ``exact`` keeps to the paths that give the full simulation's times (no pipeline path)."""
     import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
 
     algorithm = canonical_algorithm(collective, algorithm)
@@ -224,11 +228,13 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
         from collsim.nccl.select import simulate_selected
 
         return simulate_selected(topology, collective, algorithm, ranks, size_bytes,
-                                 dict(params or {}), costs, observe)
+                                 dict(params or {}), costs, observe, exact)
     chosen = get_algorithm(collective, algorithm)
     job, gpus, call = make_call(topology, chosen, ranks, size_bytes, dict(params or {}), costs)
+    pipeline = None if exact else \
+        pipeline_for(topology, chosen, job, gpus, size_bytes, call.costs)
     engine = TimingEngine(topology, gpus, job, chosen.program, call.costs,
-                          symmetric=chosen.symmetric)
+                          symmetric=chosen.symmetric, pipeline=pipeline, exact=exact)
     if observe is not None:
         observe(engine)
     run = engine.run()

@@ -3,12 +3,14 @@ that ``simulate()`` and the benchmarks use."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
 from collsim.engine.lockstep import run_lockstep, traced_exchanges
+from collsim.engine.pipeline import PipelineDecline
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.engine.simulation import RankState, Simulation
 from collsim.engine.symmetry import Asymmetric, Declaration, choose_shift, symmetric_call
@@ -26,8 +28,14 @@ class TimingRun:
     finish: list[float]       # completion of each rank
     transfers: int            # point-to-point messages moved
     path: str = "full"        # "lockstep" (whole steps at once), "symmetric" (one rank per
-    # orbit of a rank shift) or "full" (every rank's events)
-    fallback: str = ""        # why a declared-symmetric job ran in full
+    # orbit of a rank shift), "pipeline" (from two small runs; finish is the time for every
+    # rank) or "full" (every rank's events)
+    fallback: str = ""        # why a job with a quicker path declared ran in full
+
+
+# The pipeline path's run: given what to tell of each reference engine, the call's time and
+# transfers, or PipelineDecline (collsim.pipelined.pipeline_for).
+PipelineRun = Callable[[Callable[["TimingEngine"], Any]], tuple[float, int]]
 
 
 class TimingEngine:
@@ -44,14 +52,20 @@ class TimingEngine:
     ``symmetric``, the algorithm's declaration (the registry's ``symmetric``), lets the
     events run one representative rank per orbit of a rank shift
     (:mod:`collsim.engine.symmetry`) when the lockstep path declines, on a plain fabric;
-    where the machine breaks the symmetry every rank runs, and ``fallback`` says why."""
+    where the machine breaks the symmetry every rank runs, and ``fallback`` says why.
+
+    ``pipeline`` (:func:`collsim.pipelined.pipeline_for`) times a chunked tree pipeline on
+    many nodes from full runs on a few (:mod:`collsim.engine.pipeline`, within a measured
+    error, not exact) when the exact paths decline; ``exact`` turns it off."""
 
     def __init__(self, topology: Topology, gpus: Sequence[int], job: Job,
                  programs: ProgramFactory, costs: CostModel = IDEAL,
                  policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric,
-                 lockstep: bool = True, symmetric: Declaration | None = None) -> None:
+                 lockstep: bool = True, symmetric: Declaration | None = None,
+                 pipeline: PipelineRun | None = None, exact: bool = False) -> None:
         self.topology, self.costs, self.policy = topology, costs, policy
         self.symmetric = symmetric if fabric is Fabric else None
+        self.pipeline = pipeline if fabric is Fabric and not exact else None
         self.simulation = Simulation(topology, costs, policy, fabric)
         self.env = self.simulation.env
         self.fabric = self.simulation.fabric
@@ -83,6 +97,11 @@ class TimingEngine:
             quick_run, fallback = self._run_symmetric(self.symmetric)
             if quick_run is not None:
                 return quick_run
+        if self.pipeline is not None:
+            quick_run, why = self._run_pipeline(self.pipeline)
+            if quick_run is not None:
+                return quick_run
+            fallback = "; ".join(part for part in (fallback, why) if part)
         self.call.start()
         self.simulation.run()
         result = self.call.result
@@ -105,3 +124,17 @@ class TimingEngine:
         result = call.result
         return TimingRun(result.time, result.finish, result.transfers * shift.order,
                          "symmetric"), ""
+
+    def _run_pipeline(self, pipeline: PipelineRun) -> tuple[TimingRun | None, str]:
+        """The pipeline path's run, or None and why it does not apply."""
+        def follow(engine: TimingEngine) -> None:
+            # A progress display reads the clock and transfers of the reference that runs.
+            self.env, self.fabric = engine.env, engine.fabric
+
+        try:
+            time, transfers = pipeline(follow)
+        except PipelineDecline as exc:
+            return None, f"pipeline: {exc}"
+        finally:
+            self.env, self.fabric = self.simulation.env, self.simulation.fabric
+        return TimingRun(time, [time] * self.job.nranks, transfers, "pipeline"), ""

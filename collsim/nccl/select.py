@@ -40,9 +40,11 @@ def selector_params(algorithm: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def simulate_selected(topology: Topology, collective: str, selector: str, ranks: int,
                       size_bytes: int, params: dict[str, Any], costs: CostModel | None,
-                      observe: Callable[[Any], Any] | None = None) -> Any:
+                      observe: Callable[[Any], Any] | None = None, exact: bool = False
+                      ) -> Any:
     """The row of ``auto`` or ``best`` for this call: the chosen algorithm's simulation under
-    its plan, recorded as ``algorithm`` = the selector and ``selected`` = what ran."""
+    its plan, recorded as ``algorithm`` = the selector and ``selected`` = what ran;
+    ``exact`` as :func:`~collsim.simulate.simulate`'s."""
     from collsim.simulate import simulate
 
     params = dict(selector_params(selector, params))
@@ -56,7 +58,7 @@ def simulate_selected(topology: Topology, collective: str, selector: str, ranks:
     run_auto = simulate(topology, collective, auto.algorithm, ranks, size_bytes,
                         _with(params, collective, auto.algorithm, auto.protocol,
                               auto.channels if channels == "auto" else channels),
-                        costs, observe)
+                        costs, observe, exact)
     if selector == "auto":
         return replace(run_auto, algorithm="auto", selected=auto.algorithm)
     best = run_auto
@@ -64,7 +66,8 @@ def simulate_selected(topology: Topology, collective: str, selector: str, ranks:
         if (algorithm, protocol) == (auto.algorithm, auto.protocol):
             continue
         result = simulate(topology, collective, algorithm, ranks, size_bytes,
-                          _with(params, collective, algorithm, protocol, "auto"), costs, observe)
+                          _with(params, collective, algorithm, protocol, "auto"), costs, observe,
+                          exact)
         if result.time_s < best.time_s:
             best = result
     speedup = run_auto.time_s / best.time_s if best.time_s > 0 else 1.0

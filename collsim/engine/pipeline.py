@@ -1,0 +1,145 @@
+"""The pipeline path: NCCL's chunked double-binary-tree allreduces on many nodes, timed from
+full runs of the same call on two small sets of nodes (docs/engine.md#the-pipeline-path).
+
+A double binary tree over N nodes is ``d(N)`` levels deep; every node plays one of a few
+roles (a leaf or inner node in each tree, with one or two children), and each role already
+appears on a few nodes. The call's chunks stream through the trees, so its time is the time
+for the first chunk to climb to the root and come back down (two hops per level) plus the
+pipeline's steady period for the others. On a network whose links carry the trees' hops
+without sharing them beyond the nodes' own NICs, only the first part grows with N, by the
+same two hops per level. So the time at depth ``d`` is the line through the full runs on the
+first ``N_a`` and ``N_b`` nodes of the machine (depths ``d_a < d_b``), read at ``d``.
+
+What it rests on, checked before it runs (else the call runs in full, and
+:class:`PipelineDecline` says why):
+
+- every node holds the same number of ranks, placed packed on whole nodes, so a reference
+  is the machine's first nodes with the same per-node layout;
+- the pipeline has as many chunks on the references as on the call (its chunk count can be
+  capped by depth);
+- no link of the network beyond the NICs carries two of the trees' hops (hash ECMP and
+  D-mod-k both can): links that hops share in ways that depend on N would change the steady
+  period, which the references cannot show.
+
+The error against the full simulation is measured by ``benchmarks/fastpath_error.py``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from collsim.engine.costs import CostModel, channel_bandwidth
+from collsim.hardware.topology import Topology
+from collsim.nccl.layout import double_tree
+from collsim.program import Job
+
+# Kinds of link that are a node's own (its GPUs, PCIe, NICs): the roles cover their sharing.
+NODE_KINDS = frozenset({"nvlink", "pcie", "pcie_uplink", "inter_socket", "nic", "direct",
+                        "port"})
+
+
+class PipelineDecline(Exception):
+    """The pipeline path does not apply to this call; the message says why."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One full run of the call on the machine's first ``nodes`` nodes."""
+
+    nodes: int
+    depth: int
+    time: float
+    transfers: int
+
+
+def tree_depth(nodes: int) -> int:
+    """Levels of NCCL's double binary tree over ``nodes`` nodes (the deeper of the two)."""
+    deepest = 0
+    for tree in double_tree(nodes):
+        for node in range(len(tree.parent)):
+            hops, up = 0, tree.parent[node]
+            while up is not None:
+                hops, up = hops + 1, tree.parent[up]
+            deepest = max(deepest, hops)
+    return deepest
+
+
+def reference_nodes(nodes: int) -> tuple[int, int]:
+    """The two reference sizes for a call on ``nodes`` nodes: the fewest nodes whose trees
+    are 2 and 3 levels deep, small enough to run in full in a few seconds."""
+    del nodes  # the same references serve every size above them
+    return 4, 8
+
+
+def node_layout(job: Job, gpus: Sequence[int]) -> int:
+    """Ranks per node when every node of the job holds as many, packed in rank order on
+    the GPUs 0..p-1; else PipelineDecline."""
+    p = job.nranks
+    if list(gpus[:p]) != list(range(p)):
+        raise PipelineDecline("ranks are not packed on the first GPUs")
+    per_node = Counter(job.nodes)
+    sizes = set(per_node.values())
+    if len(sizes) != 1:
+        raise PipelineDecline("nodes hold different numbers of ranks")
+    return sizes.pop()
+
+
+def hop_period(topology: Topology, costs: CostModel, gpus_per_node: int, nodes: int) -> float:
+    """Seconds per byte of a slice that the busiest link of the trees' hops needs for one
+    chunk of each tree: every hop (the GPU of each slice on a node to the same GPU on a tree
+    neighbour, up and down) moves one slice per chunk of its tree, and a link carries the sum
+    of the hops routed over it."""
+    use: Counter[int] = Counter()
+    for tree in double_tree(nodes):
+        for node, parent in enumerate(tree.parent):
+            if parent is None:
+                continue
+            for g in range(gpus_per_node):
+                a, b = node * gpus_per_node + g, parent * gpus_per_node + g
+                use.update(topology.route(a, b))
+                use.update(topology.route(b, a))
+    links = topology.links
+    return max((count / channel_bandwidth(costs, links[link]) for link, count in use.items()),
+               default=0.0)
+
+
+def extrapolate(a: Reference, b: Reference, depth: int, nodes: int) -> tuple[float, int]:
+    """The time at ``depth`` on the line through the references (by depth), and the
+    transfers at ``nodes`` on theirs (by nodes: each node adds the same transfers)."""
+    slope = (b.time - a.time) / (b.depth - a.depth)
+    time = b.time + slope * (depth - b.depth)
+    per_node = (b.transfers - a.transfers) / (b.nodes - a.nodes)
+    return time, round(b.transfers + per_node * (nodes - b.nodes))
+
+
+def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence[int],
+                  chunks: Callable[[Job], int],
+                  reference: Callable[[int], tuple[Job, float, int]]) -> tuple[float, int]:
+    """The call's time and transfers from two references, or PipelineDecline.
+
+    ``chunks(job)`` is the pipeline's chunk count; ``reference(ranks)`` runs the call on the
+    first ``ranks`` ranks' GPUs in full and returns its job, time and transfers."""
+    per_node = node_layout(job, gpus)
+    nodes = job.nranks // per_node
+    small, large = reference_nodes(nodes)
+    if nodes <= large:
+        raise PipelineDecline(f"{nodes} nodes: no more than the references ({large})")
+    if topology.gpus < large * per_node:
+        raise PipelineDecline("the machine has too few GPUs for the references")
+    k = chunks(job)
+    periods = [hop_period(topology, costs, per_node, n) for n in (small, large)]
+    if abs(periods[1] - periods[0]) > 1e-9 * periods[1]:
+        raise PipelineDecline("the references' busiest network links differ")
+    runs = []
+    for count in (small, large):
+        ref_job, time, transfers = reference(count * per_node)
+        if chunks(ref_job) != k:
+            raise PipelineDecline(f"the reference on {count} nodes runs {chunks(ref_job)} "
+                                  f"chunks, the call {k}")
+        runs.append(Reference(count, tree_depth(count), time, transfers))
+    time, transfers = extrapolate(runs[0], runs[1], tree_depth(nodes), nodes)
+    slice_bytes = job.count * job.itemsize / (k * per_node)
+    extra = hop_period(topology, costs, per_node, nodes) - periods[1]
+    return time + k / 2 * slice_bytes * max(0.0, extra), transfers

@@ -1,0 +1,55 @@
+"""The algorithms the pipeline path times (:mod:`collsim.engine.pipeline`) and how: each one's
+chunk count, and its reference runs on the machine's first nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from collsim.algorithms.registry import Algorithm
+from collsim.engine.costs import CostModel
+from collsim.engine.pipeline import pipeline_time, tree_depth
+from collsim.engine.timing import TimingEngine
+from collsim.hardware.topology import Topology
+from collsim.program import Job
+
+
+def nvls_tree_chunks(job: Job) -> int:
+    """Chunks of NVLSTree's pipeline across nodes (capped by its trees' depth)."""
+    from collsim.algorithms.nccl.nvls import lane_chunks
+    from collsim.algorithms.nccl.switches import node_groups
+
+    nodes = len(node_groups(job))
+    return len(lane_chunks(job, 4 + 2 * tree_depth(nodes)))
+
+
+# (collective, algorithm) -> the pipeline's chunk count of a job.
+PIPELINED: dict[tuple[str, str], Callable[[Job], int]] = {
+    ("allreduce", "nvls_tree"): nvls_tree_chunks,
+}
+
+
+def pipeline_for(topology: Topology, algorithm: Algorithm, job: Job, gpus: list[int],
+                 size_bytes: int, costs: CostModel
+                 ) -> Callable[[Callable[[TimingEngine], Any]], tuple[float, int]] | None:
+    """The pipeline path's run of this call (given what to tell of each reference engine
+    before it runs: a progress display), or None where the algorithm has none."""
+    chunks = PIPELINED.get((algorithm.collective, algorithm.name))
+    if chunks is None:
+        return None
+
+    def run(observe: Callable[[TimingEngine], Any]) -> tuple[float, int]:
+        from collsim.simulate import make_call
+
+        def reference(ranks: int) -> tuple[Job, float, int]:
+            ref_job, ref_gpus, _ = make_call(topology, algorithm, ranks, size_bytes,
+                                             dict(job.params), costs)
+            engine = TimingEngine(topology, ref_gpus, ref_job, algorithm.program, costs,
+                                  symmetric=algorithm.symmetric)
+            observe(engine)
+            result = engine.run()
+            return ref_job, result.time, result.transfers
+
+        return pipeline_time(topology, costs, job, gpus, chunks, reference)
+
+    return run
