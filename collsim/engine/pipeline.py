@@ -66,11 +66,11 @@ def tree_depth(nodes: int) -> int:
     return deepest
 
 
-def reference_nodes(nodes: int) -> tuple[int, int]:
-    """The two reference sizes for a call on ``nodes`` nodes: the fewest nodes whose trees
-    are 2 and 3 levels deep, small enough to run in full in a few seconds."""
-    del nodes  # the same references serve every size above them
-    return 4, 8
+# The references: trees 3 and 4 levels deep, each with every role a node can play. Powers of
+# two, as the clusters they stand for mostly are: 6 and 12 nodes, as deep, were 1.6% off at
+# 16 nodes (64 MiB, D-mod-k), and 4 and 8 nodes give too small a slope (the second level's
+# hops are less loaded than deeper ones'): -1.3% at 24 nodes.
+REFERENCE_NODES = (8, 16)
 
 
 def node_layout(job: Job, gpus: Sequence[int]) -> int:
@@ -123,15 +123,18 @@ def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence
     first ``ranks`` ranks' GPUs in full and returns its job, time and transfers."""
     per_node = node_layout(job, gpus)
     nodes = job.nranks // per_node
-    small, large = reference_nodes(nodes)
+    small, large = REFERENCE_NODES
     if nodes <= large:
         raise PipelineDecline(f"{nodes} nodes: no more than the references ({large})")
     if topology.gpus < large * per_node:
         raise PipelineDecline("the machine has too few GPUs for the references")
+    period = hop_period(topology, costs, per_node, large)
+    if abs(hop_period(topology, costs, per_node, small) - period) > period * 1e-9:
+        raise PipelineDecline("the references' busiest links differ")
+    if hop_period(topology, costs, per_node, nodes) > period * (1 + 1e-9):
+        raise PipelineDecline("links carry more of the trees' hops than the busiest on the "
+                              "references (routes share them)")
     k = chunks(job)
-    periods = [hop_period(topology, costs, per_node, n) for n in (small, large)]
-    if abs(periods[1] - periods[0]) > 1e-9 * periods[1]:
-        raise PipelineDecline("the references' busiest network links differ")
     runs = []
     for count in (small, large):
         ref_job, time, transfers = reference(count * per_node)
@@ -139,7 +142,4 @@ def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence
             raise PipelineDecline(f"the reference on {count} nodes runs {chunks(ref_job)} "
                                   f"chunks, the call {k}")
         runs.append(Reference(count, tree_depth(count), time, transfers))
-    time, transfers = extrapolate(runs[0], runs[1], tree_depth(nodes), nodes)
-    slice_bytes = job.count * job.itemsize / (k * per_node)
-    extra = hop_period(topology, costs, per_node, nodes) - periods[1]
-    return time + k / 2 * slice_bytes * max(0.0, extra), transfers
+    return extrapolate(runs[0], runs[1], tree_depth(nodes), nodes)
