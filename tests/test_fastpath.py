@@ -54,7 +54,7 @@ def test_pipeline_agrees_with_the_full_run_on_24_nodes(cluster):
 
 def test_auto_reports_the_pipeline_path_and_exact_turns_it_off(capsys, cluster):
     argv = ["estimate", "-t", "h100-cluster", "--set", "nodes=24", "--set",
-            "fabric.routing=dmodk", "-c", "allreduce", "-a", "auto", "-p", "192", "-s", "1MiB",
+            "fabric.routing=dmodk", "-c", "allreduce", "-a", "auto", "-p", "192", "-s", "64MiB",
             "--json"]
     assert main(argv) == 0
     fast = json.loads(capsys.readouterr().out)

@@ -1,27 +1,17 @@
-"""The pipeline path: NCCL's chunked double-binary-tree allreduces on many nodes, timed from
-full runs of the same call on two small sets of nodes (docs/engine.md#the-pipeline-path).
+"""The pipeline path: NCCL's chunked double-binary-tree allreduce (NVLSTree) on many nodes,
+timed from full runs of the same call on the machine's first few nodes
+(docs/engine.md#the-pipeline-path).
 
 A double binary tree over N nodes is ``d(N)`` levels deep; every node plays one of a few
-roles (a leaf or inner node in each tree, with one or two children), and each role already
-appears on a few nodes. The call's chunks stream through the trees, so its time is the time
-for the first chunk to climb to the root and come back down (two hops per level) plus the
-pipeline's steady period for the others. On a network whose links carry the trees' hops
-without sharing them beyond the nodes' own NICs, only the first part grows with N, by the
-same two hops per level. So the time at depth ``d`` is the line through the full runs on the
-first ``N_a`` and ``N_b`` nodes of the machine (depths ``d_a < d_b``), read at ``d``.
+roles (a leaf or inner node in each tree, with one or two children), all present on 8
+nodes. The chunks stream through the trees, so the call's time is the fill (the first chunk
+up to a root and back down, two hops a level) plus the steady period of the rest. When no
+link carries more of the trees' hops than the references' busiest link, the period is the
+references' and only the fill grows with N: the time at depth ``d`` is the line through the
+full runs on the first 8 and 16 nodes, read at ``d``.
 
-What it rests on, checked before it runs (else the call runs in full, and
-:class:`PipelineDecline` says why):
-
-- every node holds the same number of ranks, placed packed on whole nodes, so a reference
-  is the machine's first nodes with the same per-node layout;
-- the pipeline has as many chunks on the references as on the call (its chunk count can be
-  capped by depth);
-- no link of the network beyond the NICs carries two of the trees' hops (hash ECMP and
-  D-mod-k both can): links that hops share in ways that depend on N would change the steady
-  period, which the references cannot show.
-
-The error against the full simulation is measured by ``benchmarks/fastpath_error.py``.
+Where that does not hold, :class:`PipelineDecline` says why and the call runs in full. Its
+error against the full simulation is measured by ``benchmarks/fastpath_error.py``.
 """
 
 from __future__ import annotations
