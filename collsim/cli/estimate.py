@@ -45,8 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_straggler_arguments(parser)
     parser.add_argument("--exact", action="store_true",
                         help="the full simulation's times: no pipeline path, which times NCCL's "
-                             "tree pipelines on many nodes from two small runs (within 1%%, "
-                             "docs/engine.md)")
+                             "tree pipelines on many nodes from two small runs (measured within "
+                             "1%% up to 2,048 GPUs, docs/engine.md)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object with the results-table columns")
     parser.add_argument("--format", choices=("text", "json", "nccl-tests"), default=None,
