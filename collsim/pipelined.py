@@ -41,15 +41,20 @@ def pipeline_for(topology: Topology, algorithm: Algorithm, job: Job, gpus: list[
     def run(observe: Callable[[TimingEngine], Any]) -> tuple[float, int]:
         from collsim.simulate import make_call
 
-        def reference(ranks: int) -> tuple[Job, float, int]:
-            ref_job, ref_gpus, _ = make_call(topology, algorithm, ranks, size_bytes,
-                                             dict(job.params), costs)
-            engine = TimingEngine(topology, ref_gpus, ref_job, algorithm.program, costs,
-                                  symmetric=algorithm.symmetric)
+        placed: dict[int, list[int]] = {}
+
+        def reference(ranks: int) -> Job:
+            ref_job, placed[id(ref_job)], _ = make_call(topology, algorithm, ranks,
+                                                        size_bytes, dict(job.params), costs)
+            return ref_job
+
+        def run_reference(ref_job: Job) -> tuple[float, int]:
+            engine = TimingEngine(topology, placed[id(ref_job)], ref_job, algorithm.program,
+                                  costs, symmetric=algorithm.symmetric)
             observe(engine)
             result = engine.run()
-            return ref_job, result.time, result.transfers
+            return result.time, result.transfers
 
-        return pipeline_time(topology, costs, job, gpus, chunks, reference)
+        return pipeline_time(topology, costs, job, gpus, chunks, reference, run_reference)
 
     return run

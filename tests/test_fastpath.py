@@ -88,4 +88,4 @@ def test_a_chunk_count_the_references_cannot_show_declines(cluster):
 
     with pytest.raises(PipelineDecline, match="runs 4 chunks, the call 8"):
         pipeline_time(cluster, call.costs, job, gpus, lambda j: 8 if j is job else 4,
-                      lambda ranks: (other, 1.0, 1))
+                      lambda ranks: other, lambda j: pytest.fail("a reference ran"))

@@ -105,12 +105,13 @@ def extrapolate(a: Reference, b: Reference, depth: int, nodes: int) -> tuple[flo
 
 
 def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence[int],
-                  chunks: Callable[[Job], int],
-                  reference: Callable[[int], tuple[Job, float, int]]) -> tuple[float, int]:
+                  chunks: Callable[[Job], int], reference: Callable[[int], Job],
+                  run: Callable[[Job], tuple[float, int]]) -> tuple[float, int]:
     """The call's time and transfers from two references, or PipelineDecline.
 
-    ``chunks(job)`` is the pipeline's chunk count; ``reference(ranks)`` runs the call on the
-    first ``ranks`` ranks' GPUs in full and returns its job, time and transfers."""
+    ``chunks(job)`` is the pipeline's chunk count; ``reference(ranks)`` is the call's job on
+    the first ``ranks`` GPUs, and ``run(job)`` runs such a job in full: its time and
+    transfers."""
     per_node = node_layout(job, gpus)
     nodes = job.nranks // per_node
     small, large = REFERENCE_NODES
@@ -125,11 +126,11 @@ def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence
         raise PipelineDecline("links carry more of the trees' hops than the busiest on the "
                               "references (routes share them)")
     k = chunks(job)
-    runs = []
-    for count in (small, large):
-        ref_job, time, transfers = reference(count * per_node)
+    jobs = [reference(count * per_node) for count in (small, large)]
+    for count, ref_job in zip((small, large), jobs, strict=True):
         if chunks(ref_job) != k:
             raise PipelineDecline(f"the reference on {count} nodes runs {chunks(ref_job)} "
                                   f"chunks, the call {k}")
-        runs.append(Reference(count, tree_depth(count), time, transfers))
+    runs = [Reference(count, tree_depth(count), *run(ref_job))
+            for count, ref_job in zip((small, large), jobs, strict=True)]
     return extrapolate(runs[0], runs[1], tree_depth(nodes), nodes)
