@@ -89,3 +89,13 @@ def test_a_chunk_count_the_references_cannot_show_declines(cluster):
     with pytest.raises(PipelineDecline, match="runs 4 chunks, the call 8"):
         pipeline_time(cluster, call.costs, job, gpus, lambda j: 8 if j is job else 4,
                       lambda ranks: other, lambda j: pytest.fail("a reference ran"))
+
+
+def test_the_busiest_link_is_a_nic_under_dmodk_and_an_uplink_under_hash_ecmp(cluster):
+    from collsim.engine.costs import IDEAL
+    from collsim.engine.pipeline import hop_period
+
+    dmodk = [hop_period(cluster, IDEAL, 8, nodes) for nodes in (8, 16, 24)]
+    assert dmodk[0] == dmodk[1] == dmodk[2]
+    ecmp = load_topology(CLUSTER, {"nodes": 24})
+    assert hop_period(ecmp, IDEAL, 8, 16) > hop_period(ecmp, IDEAL, 8, 8)
