@@ -8,7 +8,7 @@ from typing import Any
 
 from collsim.algorithms.registry import Algorithm
 from collsim.engine.costs import CostModel
-from collsim.engine.pipeline import pipeline_time, tree_depth
+from collsim.engine.pipeline import REFERENCE_NODES, pipeline_time, tree_depth
 from collsim.engine.timing import TimingEngine
 from collsim.hardware.topology import Topology
 from collsim.program import Job
@@ -33,9 +33,10 @@ def pipeline_for(topology: Topology, algorithm: Algorithm, job: Job, gpus: list[
                  size_bytes: int, costs: CostModel
                  ) -> Callable[[Callable[[TimingEngine], Any]], tuple[float, int]] | None:
     """The pipeline path's run of this call (given what to tell of each reference engine
-    before it runs: a progress display), or None where the algorithm has none."""
+    before it runs: a progress display), or None where the algorithm has none or the call
+    is no larger than the references (it runs in full, with nothing to explain)."""
     chunks = PIPELINED.get((algorithm.collective, algorithm.name))
-    if chunks is None:
+    if chunks is None or len(set(job.nodes)) <= REFERENCE_NODES[1]:
         return None
 
     def run(observe: Callable[[TimingEngine], Any]) -> tuple[float, int]:
