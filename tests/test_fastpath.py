@@ -99,3 +99,10 @@ def test_the_busiest_link_is_a_nic_under_dmodk_and_an_uplink_under_hash_ecmp(clu
     assert dmodk[0] == dmodk[1] == dmodk[2]
     ecmp = load_topology(CLUSTER, {"nodes": 24})
     assert hop_period(ecmp, IDEAL, 8, 16) > hop_period(ecmp, IDEAL, 8, 8)
+
+
+def test_ranks_spread_over_the_nodes_fall_back_to_the_full_run():
+    machine = load_topology(CLUSTER, {"nodes": 48, "fabric.routing": "dmodk"})
+    result = simulate(machine, "allreduce", "nvls_tree", 24 * 8, 1 << 20,
+                      {"placement": "spread"})
+    assert result.path == "full" and "packed" in result.fallback
