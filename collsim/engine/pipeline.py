@@ -25,10 +25,6 @@ from collsim.hardware.topology import Topology
 from collsim.nccl.layout import double_tree
 from collsim.program import Job
 
-# Kinds of link that are a node's own (its GPUs, PCIe, NICs): the roles cover their sharing.
-NODE_KINDS = frozenset({"nvlink", "pcie", "pcie_uplink", "inter_socket", "nic", "direct",
-                        "port"})
-
 
 class PipelineDecline(Exception):
     """The pipeline path does not apply to this call; the message says why."""
@@ -58,8 +54,8 @@ def tree_depth(nodes: int) -> int:
 
 # The references: trees 3 and 4 levels deep, each with every role a node can play. Powers of
 # two, as the clusters they stand for mostly are: 6 and 12 nodes, as deep, were 1.6% off at
-# 16 nodes (64 MiB, D-mod-k), and 4 and 8 nodes give too small a slope (the second level's
-# hops are less loaded than deeper ones'): -1.3% at 24 nodes.
+# 16 nodes (64 MiB, D-mod-k), and 4 and 8 nodes give a smaller slope than deeper levels
+# show: -1.3% at 24 nodes (1 GiB, D-mod-k).
 REFERENCE_NODES = (8, 16)
 
 
