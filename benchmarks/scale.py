@@ -10,6 +10,10 @@ events (docs/engine.md) and ``full`` when every rank's transfers were events.
     python benchmarks/scale.py                          # 16, 128, 1024, 2048 nodes + 2:1
     python benchmarks/scale.py --nodes 16 128 --no-oversubscribed
     python benchmarks/scale.py --symmetric              # 16 channels, D-mod-k, full vs symmetric
+    python benchmarks/scale.py --auto --routing dmodk   # auto (NVLSTree) at 16 .. 2048 nodes
+
+``--auto`` times NCCL's choice at every ``--nodes``: NVLSTree at 1 GiB, whose runs on more than
+16 nodes take the pipeline path where the network lets them (docs/engine.md).
 """
 
 from __future__ import annotations
@@ -86,13 +90,20 @@ def main() -> None:
                              "D-mod-k at --nodes, then full against symmetric at "
                              "--compare-nodes")
     parser.add_argument("--compare-nodes", type=int, nargs="*", default=[16, 32])
+    parser.add_argument("--auto", action="store_true",
+                        help="auto (NCCL's choice) at every --nodes instead of --algorithm")
+    parser.add_argument("--routing", choices=("ecmp", "dmodk"), default="ecmp",
+                        help="the fat-tree's routing for --auto (the preset's: hash ECMP)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(*json.loads(args.one))))
         return
     channels = {} if args.channels == "auto" else {"channels": int(args.channels)}
-    if args.symmetric:
+    if args.auto:
+        routing = {"fabric.routing": "dmodk"} if args.routing == "dmodk" else {}
+        cases = [(str(CLUSTER), n, "auto", {}, routing) for n in args.nodes]
+    elif args.symmetric:
         cluster = str(CLUSTER)
         cases = [(cluster, n, "ring", SIXTEEN, SYMMETRIC) for n in args.nodes]
         cases += [(cluster, n, "auto", {}, NO_NVLS) for n in args.auto_nodes]

@@ -58,7 +58,8 @@ def load_topology(topology: str | Path | Topology,
 def estimate(topology: str | Path | Topology, collective: str, algorithm: str, ranks: int,
              size: int | str, params: Mapping[str, Any] | None = None, *,
              set: Mapping[str, Any] | None = None,
-             costs: CostModel | None = None, progress: bool = False) -> PointResult:
+             costs: CostModel | None = None, progress: bool = False,
+             exact: bool = False) -> PointResult:
     """Simulate one collective call and return its row of the results table.
 
     ``size`` is bytes or text (``"64MiB"``), with nccl-tests' convention; ``params`` are the
@@ -67,7 +68,8 @@ def estimate(topology: str | Path | Topology, collective: str, algorithm: str, r
     the canonical kinds, NCCL's protocols on machines with ``nccl:`` figures).
     ``algorithm`` may be ``"auto"`` (NCCL's choice) or ``"best"`` (the fastest NCCL
     algorithm and protocol, simulated). ``progress`` draws a line on stderr while a long
-    simulation runs.
+    simulation runs. ``exact`` keeps to the full simulation's times (no pipeline path,
+    docs/engine.md#the-pipeline-path).
     """
     machine = load_topology(topology, set)
     try:
@@ -77,11 +79,12 @@ def estimate(topology: str | Path | Topology, collective: str, algorithm: str, r
     model = costs
     point = dict(params or {})
     if not progress:
-        return simulate(machine, collective, algorithm, ranks, size_bytes, point, model)
+        return simulate(machine, collective, algorithm, ranks, size_bytes, point, model,
+                        exact=exact)
     with Watch(expected_time(machine, collective, algorithm, ranks, size_bytes, point, model),
                enabled=True) as watch:
         return simulate(machine, collective, algorithm, ranks, size_bytes, point, model,
-                        observe=watch)
+                        observe=watch, exact=exact)
 
 
 def load_scenario(path: str | Path | None = None, *, text: str | None = None,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
 from collsim.algorithms.registry import Algorithm, Cost, get_algorithm
+from collsim.calls.pipelined import pipeline_for
 from collsim.calls.plan import (
     SELECTORS,
     Plan,
@@ -70,8 +72,9 @@ class PointResult:
     selected: str = column("choice", default="")
     speedup_vs_auto: float | None = None
     path: str = "full"  # how the engine timed it: "lockstep" (whole steps), "symmetric" (one
-    # rank per orbit of a rank shift) or "full" (every rank's events)
-    fallback: str = ""  # why an algorithm that declares symmetry ran in full
+    # rank per orbit of a rank shift), "pipeline" (a tree pipeline from two small runs, within
+    # the error docs/engine.md states) or "full" (every rank's events)
+    fallback: str = ""  # why an algorithm with a quicker path declared ran in full
 
     def row(self) -> dict[str, Any]:
         """The table's columns in order; a missing closed form, protocol or channels is
@@ -249,28 +252,33 @@ def expected_call_time(call: CallSpec) -> float | None:
 
 def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, size_bytes: int,
              params: CallParams | None = None, costs: CostModel | None = None,
-             observe: Callable[[TimingEngine], Any] | None = None) -> PointResult:
+             observe: Callable[[TimingEngine], Any] | None = None,
+             exact: bool = False) -> PointResult:
     """Simulate one collective call and return its row of the results table. ``algorithm``
     is a registered name, ``auto`` (NCCL's choice) or ``best`` (the fastest NCCL algorithm
     and protocol, simulated); ``costs`` replaces the machine's cost model (ideal on the
     canonical kinds, NCCL's protocols where the machine declares them: :mod:`collsim.calls.plan`).
-    ``observe``, if given, is called with the engine before it runs (a progress display)."""
+    ``observe``, if given, is called with the engine before it runs (a progress display).
+    ``exact`` keeps to the paths that give the full simulation's times (no pipeline path)."""
     return simulate_call(CallSpec(topology, collective, algorithm, ranks, size_bytes,
-                                  dict(params or {}), costs), observe)
+                                  dict(params or {}), costs), observe, exact)
 
 
-def simulate_call(call: CallSpec, observe: Callable[[TimingEngine], Any] | None = None
-                  ) -> PointResult:
+def simulate_call(call: CallSpec, observe: Callable[[TimingEngine], Any] | None = None,
+                  exact: bool = False) -> PointResult:
     """:func:`simulate` of one :class:`~collsim.callspec.CallSpec`."""
     call = replace(call, algorithm=canonical_algorithm(call.collective, call.algorithm))
     if isinstance(call.ranks, int) and call.ranks <= call.topology.gpus:  # else make_call says
         check_call_ranks(call.ranks, call.algorithm in SELECTORS)  # before anything is built
     if call.algorithm in SELECTORS:
-        return simulate_selected(call, observe, simulate_call)
+        return simulate_selected(call, observe, functools.partial(simulate_call, exact=exact))
     chosen = get_algorithm(call.collective, call.algorithm)
     job, gpus, planned = make_call(call, chosen)
+    pipeline = None if exact else pipeline_for(call.topology, chosen, job, gpus,
+                                               call.size_bytes, planned.costs, make_call)
     engine = TimingEngine(call.topology, gpus, job, chosen.program, planned.costs,
-                          symmetric=chosen.symmetric, steps=chosen.lockstep)
+                          symmetric=chosen.symmetric, steps=chosen.lockstep,
+                          pipeline=pipeline, exact=exact)
     if observe is not None:
         observe(engine)
     run = engine.run()

@@ -43,6 +43,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_param_argument(parser)
     add_recording_arguments(parser)
     add_straggler_arguments(parser)
+    parser.add_argument("--exact", action="store_true",
+                        help="the full simulation's times: no pipeline path, which times NCCL's "
+                             "tree pipelines on many nodes from two small runs (measured within "
+                             "1%% up to 2,048 GPUs, docs/engine.md)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object with the results-table columns")
     parser.add_argument("--format", choices=("text", "json", "nccl-tests"), default=None,
@@ -59,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     with Watch(expected_time(topology, args.collective, args.algorithm, args.ranks, size,
                              params_from_args(args))) as watch:
         result = simulate(topology, args.collective, args.algorithm, args.ranks, size,
-                          params_from_args(args), observe=watch)
+                          params_from_args(args), observe=watch, exact=args.exact)
     extra: dict = {}
     lines: list[str] = []
     if spread > 0 or late or recording_wanted(args):

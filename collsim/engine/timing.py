@@ -3,8 +3,9 @@ that ``simulate()`` and the benchmarks use."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
@@ -26,8 +27,20 @@ class TimingRun:
     finish: list[float]       # completion of each rank
     transfers: int            # point-to-point messages moved
     path: str = "full"        # "lockstep" (whole steps at once), "symmetric" (one rank per
-    # orbit of a rank shift) or "full" (every rank's events)
-    fallback: str = ""        # why a declared-symmetric job ran in full
+    # orbit of a rank shift), "pipeline" (from two small runs; finish is the time for every
+    # rank) or "full" (every rank's events)
+    fallback: str = ""        # why a job with a quicker path declared ran in full
+
+
+
+
+class PipelineDecline(Exception):
+    """The pipeline path does not apply to this call; the message says why."""
+
+
+# The pipeline path's run: given what to tell of each reference engine, the call's time and
+# transfers, or PipelineDecline (collsim.calls.pipelined.pipeline_for).
+PipelineRun = Callable[[Callable[["TimingEngine"], Any]], tuple[float, int]]
 
 
 class TimingEngine:
@@ -46,16 +59,22 @@ class TimingEngine:
     ``symmetric``, the algorithm's declaration (the registry's ``symmetric``), lets the
     events run one representative rank per orbit of a rank shift
     (:mod:`collsim.engine.symmetry`) when the lockstep path declines; where the machine
-    breaks the symmetry every rank runs, and ``fallback`` says why."""
+    breaks the symmetry every rank runs, and ``fallback`` says why.
+
+    ``pipeline`` (:func:`collsim.calls.pipelined.pipeline_for`) times a chunked tree pipeline
+    on many nodes from full runs on a few (:mod:`collsim.calls.pipeline`, within a measured
+    error, not exact) when the exact paths decline; ``exact`` turns it off."""
 
     def __init__(self, topology: Topology, gpus: Sequence[int], job: Job,
                  programs: ProgramFactory, costs: CostModel = IDEAL,
                  policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric,
                  lockstep: bool = True, symmetric: Declaration | None = None,
-                 steps: LockstepForm | None = None) -> None:
+                 steps: LockstepForm | None = None, pipeline: PipelineRun | None = None,
+                 exact: bool = False) -> None:
         self.topology, self.costs, self.policy = topology, costs, policy
         shortcuts = policy.shortcuts and fabric.shortcuts_allowed()
         self.symmetric = symmetric if shortcuts else None
+        self.pipeline = pipeline if shortcuts and not exact else None
         self.simulation = Simulation(topology, costs, policy, fabric)
         self.env = self.simulation.env
         self.fabric = self.simulation.fabric
@@ -87,6 +106,11 @@ class TimingEngine:
             quick_run, fallback = self._run_symmetric(self.symmetric)
             if quick_run is not None:
                 return quick_run
+        if self.pipeline is not None:
+            quick_run, why = self._run_pipeline(self.pipeline)
+            if quick_run is not None:
+                return quick_run
+            fallback = "; ".join(part for part in (fallback, why) if part)
         self.call.start()
         self.simulation.run()
         result = self.call.result
@@ -109,3 +133,17 @@ class TimingEngine:
         result = call.result
         return TimingRun(result.time, result.finish, result.transfers * shift.order,
                          "symmetric"), ""
+
+    def _run_pipeline(self, pipeline: PipelineRun) -> tuple[TimingRun | None, str]:
+        """The pipeline path's run, or None and why it does not apply."""
+        def follow(engine: TimingEngine) -> None:
+            # A progress display reads the clock and transfers of the reference that runs.
+            self.env, self.fabric = engine.env, engine.fabric
+
+        try:
+            time, transfers = pipeline(follow)
+        except PipelineDecline as exc:
+            return None, f"pipeline: {exc}"
+        finally:
+            self.env, self.fabric = self.simulation.env, self.simulation.fabric
+        return TimingRun(time, [time] * self.job.nranks, transfers, "pipeline"), ""

@@ -1,0 +1,136 @@
+"""The pipeline path: NCCL's chunked double-binary-tree allreduce (NVLSTree) on many nodes,
+timed from full runs of the same call on the machine's first few nodes
+(docs/engine.md#the-pipeline-path).
+
+A double binary tree over N nodes is ``d(N)`` levels deep; every node plays one of a few
+roles (a leaf or inner node in each tree, with one or two children), all present on 8
+nodes. The chunks stream through the trees, so the call's time is the fill (the first chunk
+up to a root and back down, two hops a level) plus the steady period of the rest. When no
+link carries more of the trees' hops than the references' busiest link, the period is the
+references' and only the fill grows with N: the time at depth ``d`` is the line through the
+full runs on the first 8 and 16 nodes, read at ``d``.
+
+Where that does not hold, :class:`PipelineDecline` says why and the call runs in full. Its
+error against the full simulation is measured by ``benchmarks/fastpath_error.py``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from collsim.engine.costs import CostModel, channel_bandwidth
+from collsim.engine.timing import PipelineDecline
+from collsim.hardware.topology import Topology
+from collsim.nccl.layout import double_tree
+from collsim.program import Job
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One full run of the call on the machine's first ``nodes`` nodes."""
+
+    nodes: int
+    depth: int
+    time: float
+    transfers: int
+
+
+def tree_depth(nodes: int) -> int:
+    """Levels of NCCL's double binary tree over ``nodes`` nodes (the deeper of the two)."""
+    deepest = 0
+    for tree in double_tree(nodes):
+        for node in range(len(tree.parent)):
+            hops, up = 0, tree.parent[node]
+            while up is not None:
+                hops, up = hops + 1, tree.parent[up]
+            deepest = max(deepest, hops)
+    return deepest
+
+
+# The references: trees 3 and 4 levels deep, each with every role a node can play. Powers of
+# two, as the clusters they stand for mostly are: 6 and 12 nodes, as deep, were 1.6% off at
+# 16 nodes (64 MiB, D-mod-k), and 4 and 8 nodes give a smaller slope than deeper levels
+# show: -1.3% at 24 nodes (1 GiB, D-mod-k).
+REFERENCE_NODES = (8, 16)
+# The largest call whose error against the full simulation was measured
+# (benchmarks/fastpath_error.py, docs/engine.md#the-pipeline-path); beyond it the error
+# grows with depth unchecked, so a larger call runs in full.
+MEASURED_RANKS = 2048
+
+
+def node_layout(job: Job, gpus: Sequence[int]) -> int:
+    """Ranks per node when every node of the job holds as many, packed in rank order on
+    the GPUs 0..p-1; else PipelineDecline."""
+    p = job.nranks
+    if list(gpus[:p]) != list(range(p)):
+        raise PipelineDecline("ranks are not packed on the first GPUs")
+    per_node = Counter(job.nodes)
+    sizes = set(per_node.values())
+    if len(sizes) != 1:
+        raise PipelineDecline("nodes hold different numbers of ranks")
+    return sizes.pop()
+
+
+def hop_period(topology: Topology, costs: CostModel, gpus_per_node: int, nodes: int) -> float:
+    """Seconds per byte of a slice that the busiest link of the trees' hops needs for one
+    chunk of each tree: every hop (the GPU of each slice on a node to the same GPU on a tree
+    neighbour, up and down) moves one slice per chunk of its tree, and a link carries the sum
+    of the hops routed over it."""
+    use: Counter[int] = Counter()
+    for tree in double_tree(nodes):
+        for node, parent in enumerate(tree.parent):
+            if parent is None:
+                continue
+            for g in range(gpus_per_node):
+                a, b = node * gpus_per_node + g, parent * gpus_per_node + g
+                use.update(topology.route(a, b))
+                use.update(topology.route(b, a))
+    links = topology.links
+    return max((count / channel_bandwidth(costs, links[link]) for link, count in use.items()),
+               default=0.0)
+
+
+def extrapolate(a: Reference, b: Reference, depth: int, nodes: int) -> tuple[float, int]:
+    """The time at ``depth`` on the line through the references (by depth), and the
+    transfers at ``nodes`` on theirs (by nodes: each node adds the same transfers)."""
+    slope = (b.time - a.time) / (b.depth - a.depth)
+    time = b.time + slope * (depth - b.depth)
+    per_node = (b.transfers - a.transfers) / (b.nodes - a.nodes)
+    return time, round(b.transfers + per_node * (nodes - b.nodes))
+
+
+def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence[int],
+                  chunks: Callable[[Job], int], reference: Callable[[int], Job],
+                  run: Callable[[Job], tuple[float, int]]) -> tuple[float, int]:
+    """The call's time and transfers from two references, or PipelineDecline.
+
+    ``chunks(job)`` is the pipeline's chunk count; ``reference(ranks)`` is the call's job on
+    the first ``ranks`` GPUs, and ``run(job)`` runs such a job in full: its time and
+    transfers."""
+    per_node = node_layout(job, gpus)
+    nodes = job.nranks // per_node
+    small, large = REFERENCE_NODES
+    if job.nranks > MEASURED_RANKS:
+        raise PipelineDecline(f"{job.nranks} ranks: its error is measured up to "
+                              f"{MEASURED_RANKS:,}")
+    if nodes <= large:
+        raise PipelineDecline(f"{nodes} nodes: no more than the references ({large})")
+    if topology.gpus < large * per_node:
+        raise PipelineDecline("the machine has too few GPUs for the references")
+    period = hop_period(topology, costs, per_node, large)
+    if abs(hop_period(topology, costs, per_node, small) - period) > period * 1e-9:
+        raise PipelineDecline("the references' busiest links differ")
+    if hop_period(topology, costs, per_node, nodes) > period * (1 + 1e-9):
+        raise PipelineDecline("links carry more of the trees' hops than the busiest on the "
+                              "references (routes share them)")
+    k = chunks(job)
+    jobs = [reference(count * per_node) for count in (small, large)]
+    for count, ref_job in zip((small, large), jobs, strict=True):
+        if chunks(ref_job) != k:
+            raise PipelineDecline(f"the reference on {count} nodes runs {chunks(ref_job)} "
+                                  f"chunks, the call {k}")
+    runs = [Reference(count, tree_depth(count), *run(ref_job))
+            for count, ref_job in zip((small, large), jobs, strict=True)]
+    return extrapolate(runs[0], runs[1], tree_depth(nodes), nodes)

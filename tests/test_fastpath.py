@@ -1,0 +1,108 @@
+"""The pipeline path (collsim/calls/pipeline.py): NVLSTree on many nodes from two small full
+runs, against the full simulation, its fallbacks, and ``--exact``."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from collsim.calls.pipeline import (
+    REFERENCE_NODES,
+    Reference,
+    extrapolate,
+    pipeline_time,
+    tree_depth,
+)
+from collsim.cli import main
+from collsim.engine.timing import PipelineDecline
+from collsim.hardware.loader import load_topology
+from collsim.simulate import simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = ROOT / "topologies" / "h100-cluster.yaml"
+DMODK = {"nodes": 24, "fabric.routing": "dmodk"}
+BOUND = 0.01  # the error docs/engine.md states for the pipeline path at 192 GPUs, 1 MiB
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    return load_topology(CLUSTER, DMODK)
+
+
+def test_tree_depth_is_the_deeper_tree_of_nccl_double_tree():
+    from collsim.algorithms.nccl.nvls_tree import depth
+    from collsim.nccl.layout import double_tree
+
+    for nodes in (2, 5, 12, 16, 100, 256):
+        assert tree_depth(nodes) == max(depth(tree) for tree in double_tree(nodes))
+
+
+def test_extrapolate_reads_the_line_by_depth_and_transfers_by_nodes():
+    a, b = Reference(6, 3, 1.0, 600), Reference(12, 4, 1.5, 1200)
+    time, transfers = extrapolate(a, b, 7, 100)
+    assert time == pytest.approx(3.0)
+    assert transfers == 10_000
+
+
+def test_pipeline_agrees_with_the_full_run_on_24_nodes(cluster):
+    fast = simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20)
+    full = simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20, exact=True)
+    assert (fast.path, full.path) == ("pipeline", "full")
+    assert fast.time_s == pytest.approx(full.time_s, rel=BOUND)
+    assert fast.transfers == full.transfers  # each node adds the same transfers
+
+
+def test_auto_reports_the_pipeline_path_and_exact_turns_it_off(capsys, cluster):
+    argv = ["estimate", "-t", "h100-cluster", "--set", "nodes=24", "--set",
+            "fabric.routing=dmodk", "-c", "allreduce", "-a", "auto", "-p", "192", "-s", "64MiB",
+            "--json"]
+    assert main(argv) == 0
+    fast = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--exact"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert (fast["selected"], fast["path"], full["path"]) == ("nvls_tree", "pipeline", "full")
+
+
+def test_shared_network_links_fall_back_to_the_full_run():
+    ecmp = load_topology(CLUSTER, {"nodes": 24})  # hash ECMP: five hops on one uplink
+    result = simulate(ecmp, "allreduce", "nvls_tree", ecmp.gpus, 1 << 20)
+    assert result.path == "full"
+    assert result.fallback.startswith("pipeline: ") and "links" in result.fallback
+
+
+def test_no_more_nodes_than_the_references_runs_in_full(cluster):
+    ranks = REFERENCE_NODES[1] * 8
+    result = simulate(cluster, "allreduce", "nvls_tree", ranks, 1 << 20)
+    assert (result.path, result.fallback) == ("full", "")  # not a fallback: nothing to gain
+
+
+def test_a_chunk_count_the_references_cannot_show_declines(cluster):
+    from dataclasses import replace
+
+    from collsim.algorithms.registry import get_algorithm
+    from collsim.simulate import make_call
+
+    algorithm = get_algorithm("allreduce", "nvls_tree")
+    job, gpus, call = make_call(cluster, algorithm, cluster.gpus, 1 << 20, {})
+    other = replace(job)  # a stand-in for a reference's job, with fewer chunks
+
+    with pytest.raises(PipelineDecline, match="runs 4 chunks, the call 8"):
+        pipeline_time(cluster, call.costs, job, gpus, lambda j: 8 if j is job else 4,
+                      lambda ranks: other, lambda j: pytest.fail("a reference ran"))
+
+
+def test_the_busiest_link_is_a_nic_under_dmodk_and_an_uplink_under_hash_ecmp(cluster):
+    from collsim.calls.pipeline import hop_period
+    from collsim.engine.costs import IDEAL
+
+    dmodk = [hop_period(cluster, IDEAL, 8, nodes) for nodes in (8, 16, 24)]
+    assert dmodk[0] == dmodk[1] == dmodk[2]
+    ecmp = load_topology(CLUSTER, {"nodes": 24})
+    assert hop_period(ecmp, IDEAL, 8, 16) > hop_period(ecmp, IDEAL, 8, 8)
+
+
+def test_ranks_spread_over_the_nodes_fall_back_to_the_full_run():
+    machine = load_topology(CLUSTER, {"nodes": 48, "fabric.routing": "dmodk"})
+    result = simulate(machine, "allreduce", "nvls_tree", 24 * 8, 1 << 20,
+                      {"placement": "spread"})
+    assert result.path == "full" and "packed" in result.fallback
