@@ -80,10 +80,12 @@ def test_a_chunk_count_the_references_cannot_show_declines(cluster):
     from dataclasses import replace
 
     from collsim.algorithms.registry import get_algorithm
+    from collsim.callspec import CallSpec
     from collsim.simulate import make_call
 
     algorithm = get_algorithm("allreduce", "nvls_tree")
-    job, gpus, call = make_call(cluster, algorithm, cluster.gpus, 1 << 20, {})
+    spec = CallSpec(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20, {}, None)
+    job, gpus, call = make_call(spec, algorithm)
     other = replace(job)  # a stand-in for a reference's job, with fewer chunks
 
     with pytest.raises(PipelineDecline, match="runs 4 chunks, the call 8"):
@@ -106,3 +108,13 @@ def test_ranks_spread_over_the_nodes_fall_back_to_the_full_run():
     result = simulate(machine, "allreduce", "nvls_tree", 24 * 8, 1 << 20,
                       {"placement": "spread"})
     assert result.path == "full" and "packed" in result.fallback
+
+
+def test_a_call_larger_than_the_measured_ones_runs_in_full(cluster, monkeypatch):
+    import collsim.calls.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "MEASURED_RANKS", cluster.gpus - 8)
+    result = simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20)
+    assert result.path == "full"
+    assert result.fallback == f"pipeline: {cluster.gpus} ranks: its error is measured up to " \
+                              f"{cluster.gpus - 8:,}"
