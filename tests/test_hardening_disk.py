@@ -16,6 +16,7 @@ import pytest
 from collsim.cli import main
 from collsim.hardware.limits import MAX_CALL_RANKS, MAX_SELECTED_RANKS
 from collsim.output import files
+from tests.exits import fails_cleanly
 
 ROOT = Path(__file__).resolve().parents[1]
 SWITCH = ROOT / "topologies" / "switch-64.yaml"
@@ -28,14 +29,6 @@ jobs:
 """
 DIGITS = "9" * 5000
 
-
-def fails_cleanly(capsys, *argv: object) -> str:
-    status = main([str(a) for a in argv])
-    err = capsys.readouterr().err
-    assert status == 2, err
-    assert err.startswith("collsim: error: ") and "Traceback" not in err
-    assert len(err) < 1000, err
-    return err
 
 
 def to_full_disk(*argv: object) -> subprocess.CompletedProcess:

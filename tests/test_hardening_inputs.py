@@ -12,6 +12,7 @@ import pytest
 
 from collsim.cli import main
 from collsim.yamlfile import MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_VALUES, parse_yaml
+from tests.exits import fails_cleanly
 
 ROOT = Path(__file__).resolve().parents[1]
 SWITCH = ROOT / "topologies" / "switch-64.yaml"
@@ -27,15 +28,6 @@ sweep:
   ranks: [2, 4]
 """
 
-
-def fails_cleanly(capsys, *argv: object) -> str:
-    """Run the command line; it must exit 2 with a short message and no traceback."""
-    status = main([str(a) for a in argv])
-    err = capsys.readouterr().err
-    assert status == 2, err
-    assert err.startswith("collsim: error: ") and "Traceback" not in err
-    assert len(err) < 1000, err
-    return err
 
 
 def alias_bomb(levels: int) -> str:

@@ -14,22 +14,13 @@ from pathlib import Path
 import pytest
 
 from collsim.calibrate import fit
-from collsim.cli import main
+from tests.exits import fails_cleanly
 
 LOG = Path(__file__).resolve().parents[1] / "validation" / "logs" / "vp-h100-1n-ar.txt"
 FIRST_ROW = ("           8             2     float     sum      -1    33.18    0.00    0.00       0"
              "    32.55    0.00    0.00       0")
 ROW_LINE = LOG.read_text().splitlines().index(FIRST_ROW) + 1
 
-
-def fails_cleanly(capsys, *argv: object) -> str:
-    """Run the command line; it must exit 2 with a short message and no traceback."""
-    status = main([str(a) for a in argv])
-    err = capsys.readouterr().err
-    assert status == 2, err
-    assert err.startswith("collsim: error: ") and "Traceback" not in err
-    assert len(err) < 1000, err
-    return err
 
 
 def edited(tmp_path: Path, name: str, fields: dict[int, str]) -> Path:

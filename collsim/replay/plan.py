@@ -26,7 +26,7 @@ from collsim.algorithms.registry import get_algorithm
 from collsim.errors import InputError
 from collsim.params import DTYPES
 from collsim.replay.model import ComputeSpan, Trace, TracedCall
-from collsim.workloads.plan import Task
+from collsim.workloads.plan import Task, distinct_calls
 from collsim.workloads.service import Call
 
 # Algorithms a replay uses unless --param names others: NCCL's ring where NCCL has one (its
@@ -94,12 +94,7 @@ class ReplayPlan:
 
     def calls(self) -> dict[Hashable, Call]:
         """Every distinct call, by key, in the order ranks first meet them."""
-        out: dict[Hashable, Call] = {}
-        for tasks in self.tasks:
-            for task in tasks:
-                if task.call is not None:
-                    out.setdefault(task.call.key, task.call)
-        return out
+        return distinct_calls(self.tasks)
 
 
 def group_label(trace: Trace, name: str) -> str:

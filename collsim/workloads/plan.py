@@ -62,12 +62,17 @@ class Plan:
 
     def calls(self) -> dict[Hashable, Call]:
         """Every distinct call of the step, by key, in the order ranks first meet them."""
-        out: dict[Hashable, Call] = {}
-        for tasks in self.tasks:
-            for task in tasks:
-                if task.call is not None:
-                    out.setdefault(task.call.key, task.call)
-        return out
+        return distinct_calls(self.tasks)
+
+
+def distinct_calls(tasks: list[list[Task]]) -> dict[Hashable, Call]:
+    """Every distinct call of ranks' task lists, by key, in the order ranks first meet them."""
+    out: dict[Hashable, Call] = {}
+    for rank_tasks in tasks:
+        for task in rank_tasks:
+            if task.call is not None:
+                out.setdefault(task.call.key, task.call)
+    return out
 
 
 def build_layout(workload: Workload, gpus: int | None) -> Layout:
