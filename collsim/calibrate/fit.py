@@ -39,6 +39,8 @@ PICK_GAIN = 0.7  # another switch size must lower the cost by 30% to be taken as
 # fresh Jacobian fails: the coarse ones first (x1.65, x0.61), the fine ones if none helps.
 COORDINATE_MOVES = ((0.5, -0.5), (0.15, -0.15))
 SMALLEST_MOVE = 1e-4  # in u: a step moving no figure further has converged (or failed)
+CONVERGED = 1e-5  # a step lowering the cost by less than this share ends the fit
+DAMPINGS = 6  # damped steps tried before the Jacobian is computed afresh
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,10 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
         if all(m.picks == c.picks for m, c in zip(moved, cases, strict=True)):
             continue
         moved_any = True
+        at_start = Model(moved, list(start), progress, points).residuals(
+            np.array(list(start.values())))
+        if float(at_start @ at_start) >= cost:
+            continue  # its picks explain the logs no better at the fitted figures: not fitted
         trial, trial_cost = _fit(moved, names, max_iterations or MAX_ITERATIONS, progress,
                                  points, start)
         if trial_cost < PICK_GAIN * cost and trial_cost < best_cost:
@@ -344,7 +350,7 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
         normal = jacobian.T @ jacobian
         gradient, normal = _held_at_bounds(u, low, high, gradient, normal)
         improved = False
-        for attempt in range(6):
+        for attempt in range(DAMPINGS):
             lhs = normal + damping * np.diag(np.diag(normal) + 1e-9)
             step = np.linalg.lstsq(lhs, -gradient, rcond=None)[0]
             trial = np.clip(u + step, low, high)
@@ -371,7 +377,7 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
         u, r, cost, fresh = trial, r_trial, cost_trial, False
         progress.cost = min(progress.cost, cost)
         damping = max(damping / 5, 1e-7)
-        if gain < 1e-5 * max(cost, 1e-12) or np.abs(moved).max() < SMALLEST_MOVE:
+        if gain < CONVERGED * max(cost, 1e-12) or np.abs(moved).max() < SMALLEST_MOVE:
             break
     return u, iterations
 
