@@ -226,8 +226,10 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
     points: dict = {}  # simulated points, shared by the fits of every switch size
     original, cost = _fit(cases, names, max_iterations or MAX_ITERATIONS, progress, points)
     best, best_cost, chosen, moved_any = original, cost, 1.0, False
-    # Another switch size moves a few sizes' picks: its fit starts where this one ended.
+    # Another switch size moves a few sizes' picks: its fit starts where this one ended, with
+    # the figures this one found the logs determine.
     start = {n: math.log(f) for n, f in original.factors.items()}
+    kept = {f.name: f.why for f in original.figures if not f.determined}
     for scale in pick_scales:
         moved = [repicked(case, scale) for case in cases]
         if all(m.picks == c.picks for m, c in zip(moved, cases, strict=True)):
@@ -238,7 +240,7 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
         if float(at_start @ at_start) >= cost:
             continue  # its picks explain the logs no better at the fitted figures: not fitted
         trial, trial_cost = _fit(moved, names, max_iterations or MAX_ITERATIONS, progress,
-                                 points, start)
+                                 points, start, kept)
         if trial_cost < PICK_GAIN * cost and trial_cost < best_cost:
             best, best_cost, chosen = trial, trial_cost, scale
     if chosen != 1.0:
@@ -256,9 +258,12 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
 
 def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
          progress: FitProgress, points: dict | None = None,
-         start: Mapping[str, float] | None = None) -> tuple[Calibration, float]:
+         start: Mapping[str, float] | None = None,
+         kept: Mapping[str, str] | None = None) -> tuple[Calibration, float]:
     """The continuous fit of ``names`` with the cases' picks as they are, and its cost; it
     starts from the preset, or from ``start`` (u by name) for the figures it frees.
+    ``kept``, if given, is the figures to keep at the preset and why (another fit's reading),
+    instead of the reading of the Jacobian at the preset.
 
     Which figures are free is read off the Jacobian at the preset, then again at the fitted
     point (``LOOKS``): a cap that does not bind at the preset (a protocol's efficiency under
@@ -277,8 +282,11 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
     progress.iteration, progress.points = 0, len(model.measured)
     u0 = np.zeros(len(names))
     never = unseen(cases, names)
-    jacobian = model.jacobian(u0, low, high, never)
-    why = identifiable(jacobian, names)
+    if kept is None:
+        jacobian = model.jacobian(u0, low, high, never)
+        why = identifiable(jacobian, names)
+    else:
+        jacobian, why = np.zeros((len(model.measured), len(names))), dict(kept)
     u = np.clip([(start or {}).get(n, 0.0) for n in names], low, high)
     iterations = 0
     for look in range(LOOKS):
@@ -295,7 +303,7 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
         index = [j for j, n in enumerate(names) if n not in why]
         free = Model(cases, [names[j] for j in index], progress, model.points)
         free.cache = model.cache  # the same simulations, keyed by the factors that are not 1
-        warm = look == 0 and bool(np.any(u[index]))  # the preset's Jacobian is elsewhere
+        warm = look == 0 and (kept is not None or bool(np.any(u[index])))  # Jacobian elsewhere
         fitted_u, steps = _levenberg_marquardt(free if index else None, low[index],
                                                high[index], None if warm else jacobian[:, index],
                                                max_iterations, start=u[index],
