@@ -86,7 +86,7 @@ class Calibration:
 @dataclass
 class FitProgress:
     """How far a calibration has got, written as it runs, for a progress line to read: the
-    fit (1, then one per switch size tried), its iteration, the least-squares cost of the
+    fit (1, then one per switch size fitted), its iteration, the least-squares cost of the
     log times so far and at the preset, the points fitted and the simulations run."""
 
     fit: int = 0
@@ -219,7 +219,8 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
               progress: FitProgress | None = None) -> Calibration:
     """Fit the figures ``names`` (default: every continuous one of ``FIGURES``) to ``cases``,
     in at most ``max_iterations`` Levenberg-Marquardt steps (default ``MAX_ITERATIONS``), and
-    ``pick_scale`` among ``pick_scales`` (each a fit of its own; () leaves it at 1).
+    ``pick_scale`` among ``pick_scales`` (each whose picks lower the cost at the first fit's
+    figures a fit of its own; () leaves it at 1).
     ``progress``, if given, is kept up to date as the fit runs."""
     names = [f.name for f in FIGURES if f.kind != "pick"] if names is None else list(names)
     progress = progress or FitProgress()
