@@ -145,6 +145,32 @@ def test_the_fit_moves_one_figure_at_a_time_when_gauss_newton_steps_fail():
     assert abs(u[1] - model.target[1]) <= 0.15 / 2 + 1e-12
 
 
+class _Coupled:
+    """Residuals (u0 - 3, u1 - u0) with their exact Jacobian: the second figure follows the
+    first, which wants to rise past its bound."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def residuals(self, u):
+        self.calls += 1
+        return np.array([u[0] - 3.0, u[1] - u[0]])
+
+    def jacobian(self, u, low, high, unseen=()):
+        return np.array([[1.0, 0.0], [-1.0, 1.0]])
+
+
+def test_a_figure_at_its_bound_is_held_while_the_others_move():
+    """With the first figure capped at 1 the optimum is (1, 1). A step that counts on the
+    first figure rising, clipped at its bound, leaves the second behind; held at its bound
+    the first makes the second's step exact, and the fit gets there in two iterations."""
+    model = _Coupled()
+    u, iterations = _levenberg_marquardt(model, np.array([-3.0, -3.0]), np.array([1.0, 3.0]),
+                                         max_iterations=2)
+    assert u == pytest.approx([1.0, 1.0], abs=1e-3)
+    assert model.calls <= 6
+
+
 class _Timed:
     def __init__(self, time_s):
         self.time_s = time_s

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from collsim.calibrate.cases import Case, repicked
 from collsim.calibrate.figures import FIGURES, _launch, apply, calibrated, resolved
-from collsim.calibrate.predict import simulate_pick, with_figures
+from collsim.calibrate.predict import Pick, pick_costs, simulate_pick, with_figures
 from collsim.errors import InputError
 from collsim.hardware.machine import NcclFigures
 from collsim.hardware.nccl_names import PROTOCOLS
+from collsim.hardware.topology import Topology
 
 SENSITIVITY = 0.05   # d log(time) / d log(factor) some point must reach
 COLLINEAR = 0.3      # share of a column left after projecting out the figures before it
@@ -38,6 +39,9 @@ PICK_GAIN = 0.7  # another switch size must lower the cost by 30% to be taken as
 # Moves of one figure at a time, in u = log(factor), tried when a Gauss-Newton step from a
 # fresh Jacobian fails: the coarse ones first (x1.65, x0.61), the fine ones if none helps.
 COORDINATE_MOVES = ((0.5, -0.5), (0.15, -0.15))
+SMALLEST_MOVE = 1e-4  # in u: a step moving no figure further has converged (or failed)
+CONVERGED = 1e-5  # a step lowering the cost by less than this share ends the fit
+DAMPINGS = 6  # damped steps tried before the Jacobian is computed afresh
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ class Calibration:
 @dataclass
 class FitProgress:
     """How far a calibration has got, written as it runs, for a progress line to read: the
-    fit (1, then one per switch size tried), its iteration, the least-squares cost of the
+    fit (1, then one per switch size fitted), its iteration, the least-squares cost of the
     log times so far and at the preset, the points fitted and the simulations run."""
 
     fit: int = 0
@@ -95,15 +99,23 @@ class FitProgress:
 
 
 class Model:
-    """Simulated times of every case's sizes as a function of the factors, cached."""
+    """Simulated times of every case's sizes as a function of the factors, cached twice: by
+    factor vector, and each point by what its simulation depends on (its pick and its cost
+    model after the launch, :meth:`ProtocolCosts.after_launch`), so that a figure moves only
+    the points whose cost model it changes (a protocol's latency its own sizes, NVLS's reach
+    the NVLS sizes) and the launch terms (the machine's launch cost, NCCL's per-call
+    latencies of NVLS and the trees) are added, not simulated. ``points``, if given, is the
+    cache of points to share with other models of the same cases (its key leads with the
+    case's position: give models of repicked cases the same one)."""
 
     def __init__(self, cases: Sequence[Case], names: Sequence[str],
-                 progress: FitProgress | None = None) -> None:
+                 progress: FitProgress | None = None, points: dict | None = None) -> None:
         self.cases, self.names = list(cases), list(names)
         self.progress = progress or FitProgress()
         self.figures = [resolved(c.topology.machine.nccl, c.topology.machine.gpu.arch)
                         for c in self.cases]
         self.cache: dict[tuple, np.ndarray] = {}
+        self.points: dict[tuple, float] = {} if points is None else points
         self.measured = np.log([t for c in cases for t in c.measured])
 
     def times(self, u: np.ndarray) -> np.ndarray:
@@ -114,14 +126,29 @@ class Model:
         key = tuple(sorted((n, round(float(f), 12)) for n, f in factors.items() if f != 1.0))
         if key not in self.cache:
             out = []
-            for case, figures in zip(self.cases, self.figures, strict=True):
+            for index, (case, figures) in enumerate(zip(self.cases, self.figures, strict=True)):
                 topology = with_figures(case.topology, apply(figures, factors))
-                out += [simulate_pick(topology, case.collective, size, case.gpus, p).time_s
+                out += [self._point(index, topology, case, size, p)
                         for size, p in zip(case.sizes, case.picks, strict=True)]
             self.cache[key] = np.array(out)
-            self.progress.simulations += len(out)
         extra = [(launch - 1.0) * launch_of(c) for c in self.cases for _ in c.sizes]
         return self.cache[key] + np.array(extra)
+
+    def _point(self, index: int, topology: Topology, case: Case, size: int,
+               chosen: Pick) -> float:
+        """One point's simulated time, simulated only if no point of the same pick ran
+        under the same cost model after the launch."""
+        costs = pick_costs(topology, case.collective, size, case.gpus, chosen)
+        after = getattr(costs, "after_launch", None)
+        key = None if after is None else (index, size, chosen.algorithm, chosen.protocol,
+                                          chosen.channels, after())
+        if key is None or key not in self.points:
+            time = simulate_pick(topology, case.collective, size, case.gpus, chosen).time_s
+            self.progress.simulations += 1
+            if key is None:  # a cost model that does not say what it depends on
+                return time
+            self.points[key] = time - costs.launch
+        return self.points[key] + costs.launch
 
     def residuals(self, u: np.ndarray) -> np.ndarray:
         times = self.times(u)
@@ -208,18 +235,29 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
               progress: FitProgress | None = None) -> Calibration:
     """Fit the figures ``names`` (default: every continuous one of ``FIGURES``) to ``cases``,
     in at most ``max_iterations`` Levenberg-Marquardt steps (default ``MAX_ITERATIONS``), and
-    ``pick_scale`` among ``pick_scales`` (each a fit of its own; () leaves it at 1).
+    ``pick_scale`` among ``pick_scales`` (each whose picks lower the cost at the first fit's
+    figures a fit of its own; () leaves it at 1).
     ``progress``, if given, is kept up to date as the fit runs."""
     names = [f.name for f in FIGURES if f.kind != "pick"] if names is None else list(names)
     progress = progress or FitProgress()
-    original, cost = _fit(cases, names, max_iterations or MAX_ITERATIONS, progress)
+    points: dict = {}  # simulated points, shared by the fits of every switch size
+    original, cost = _fit(cases, names, max_iterations or MAX_ITERATIONS, progress, points)
     best, best_cost, chosen, moved_any = original, cost, 1.0, False
+    # Another switch size moves a few sizes' picks: its fit starts where this one ended, with
+    # the figures this one found the logs determine.
+    start = {n: math.log(f) for n, f in original.factors.items()}
+    kept = {f.name: f.why for f in original.figures if not f.determined}
     for scale in pick_scales:
         moved = [repicked(case, scale) for case in cases]
         if all(m.picks == c.picks for m, c in zip(moved, cases, strict=True)):
             continue
         moved_any = True
-        trial, trial_cost = _fit(moved, names, max_iterations or MAX_ITERATIONS, progress)
+        at_start = Model(moved, list(start), progress, points).residuals(
+            np.array(list(start.values())))
+        if float(at_start @ at_start) >= cost:
+            continue  # its picks explain the logs no better at the fitted figures: not fitted
+        trial, trial_cost = _fit(moved, names, max_iterations or MAX_ITERATIONS, progress,
+                                 points, start, kept)
         if trial_cost < PICK_GAIN * cost and trial_cost < best_cost:
             best, best_cost, chosen = trial, trial_cost, scale
     if chosen != 1.0:
@@ -236,8 +274,13 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
 
 
 def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
-         progress: FitProgress) -> tuple[Calibration, float]:
-    """The continuous fit of ``names`` with the cases' picks as they are, and its cost.
+         progress: FitProgress, points: dict | None = None,
+         start: Mapping[str, float] | None = None,
+         kept: Mapping[str, str] | None = None) -> tuple[Calibration, float]:
+    """The continuous fit of ``names`` with the cases' picks as they are, and its cost; it
+    starts from the preset, or from ``start`` (u by name) for the figures it frees.
+    ``kept``, if given, is the figures to keep at the preset and why (another fit's reading),
+    instead of the reading of the Jacobian at the preset.
 
     Which figures are free is read off the Jacobian at the preset, then again at the fitted
     point (``LOOKS``): a cap that does not bind at the preset (a protocol's efficiency under
@@ -251,29 +294,35 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
     bounds = [by_name[n].bounds(figures) for n in names]
     low = np.log([max(b[0], 1e-12) for b in bounds])
     high = np.log([b[1] for b in bounds])
-    model = Model(cases, names, progress)
+    model = Model(cases, names, progress, points)
     progress.fit += 1
     progress.iteration, progress.points = 0, len(model.measured)
     u0 = np.zeros(len(names))
     never = unseen(cases, names)
-    jacobian = model.jacobian(u0, low, high, never)
-    why = identifiable(jacobian, names)
-    u, iterations = u0, 0
+    if kept is None:
+        jacobian = model.jacobian(u0, low, high, never)
+        why = identifiable(jacobian, names)
+    else:
+        jacobian, why = np.zeros((len(model.measured), len(names))), dict(kept)
+    u = np.clip([(start or {}).get(n, 0.0) for n in names], low, high)
+    iterations = 0
     for look in range(LOOKS):
         if look:  # the Jacobian where the last look's fit ended
             if ALIKE not in why.values():
                 break  # only copies are reconsidered: none is left
-            jacobian = model.jacobian(u, low, high, never)
+            kept = [j for j, n in enumerate(names) if why.get(n) == UNSEEN]  # stay unseen
+            jacobian = model.jacobian(u, low, high, [*never, *kept])
             more = {n: w for n, w in identifiable(jacobian, names).items() if n in why}
             more.update((n, w) for n, w in why.items() if w == UNSEEN)
             if len(more) == len(why):
                 break
             why = more
         index = [j for j, n in enumerate(names) if n not in why]
-        free = Model(cases, [names[j] for j in index], progress)
+        free = Model(cases, [names[j] for j in index], progress, model.points)
         free.cache = model.cache  # the same simulations, keyed by the factors that are not 1
+        warm = look == 0 and (kept is not None or bool(np.any(u[index])))  # Jacobian elsewhere
         fitted_u, steps = _levenberg_marquardt(free if index else None, low[index],
-                                               high[index], jacobian[:, index],
+                                               high[index], None if warm else jacobian[:, index],
                                                max_iterations, start=u[index],
                                                progress=progress)
         u = u0.copy()
@@ -324,11 +373,14 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
         progress.iteration += 1
         gradient = jacobian.T @ r
         normal = jacobian.T @ jacobian
+        gradient, normal = _held_at_bounds(u, low, high, gradient, normal)
         improved = False
-        for _ in range(6):
+        for attempt in range(DAMPINGS):
             lhs = normal + damping * np.diag(np.diag(normal) + 1e-9)
             step = np.linalg.lstsq(lhs, -gradient, rcond=None)[0]
             trial = np.clip(u + step, low, high)
+            if attempt and np.abs(trial - u).max() < SMALLEST_MOVE:
+                break  # damped this far the step moves nothing: the Jacobian is wrong
             r_trial = model.residuals(trial)
             cost_trial = float(r_trial @ r_trial)
             if cost_trial < cost:
@@ -350,9 +402,22 @@ def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,
         u, r, cost, fresh = trial, r_trial, cost_trial, False
         progress.cost = min(progress.cost, cost)
         damping = max(damping / 5, 1e-7)
-        if gain < 1e-5 * max(cost, 1e-12) or np.abs(moved).max() < 1e-4:
+        if gain < CONVERGED * max(cost, 1e-12) or np.abs(moved).max() < SMALLEST_MOVE:
             break
     return u, iterations
+
+
+def _held_at_bounds(u: np.ndarray, low: np.ndarray, high: np.ndarray, gradient: np.ndarray,
+                    normal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The gradient and normal matrix with the figures held that sit at a bound the descent
+    pushes them past: their step is then 0 and the others' is solved without them. Left
+    free, the step would count on their move, which the bound then clips away (a cap fitted
+    to its bound made every later step fail)."""
+    held = ((u <= low + 1e-9) & (gradient > 0)) | ((u >= high - 1e-9) & (gradient < 0))
+    if not held.any():
+        return gradient, normal
+    free = ~held
+    return np.where(free, gradient, 0.0), normal * np.outer(free, free) + np.diag(held * 1.0)
 
 
 def _coordinate_step(model: Model, u: np.ndarray, low: np.ndarray, high: np.ndarray,

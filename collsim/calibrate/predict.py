@@ -20,10 +20,12 @@ from collsim.calls.plan import (
     auto_choice,
     is_nccl,
     nccl_defaults,
+    plan,
     registered_nccl,
     takes_channels,
 )
 from collsim.collectives import COLLECTIVES
+from collsim.engine.costs import CostModel
 from collsim.errors import InputError
 from collsim.hardware.machine import NcclFigures
 from collsim.hardware.nccl_names import MODELLED_COLLECTIVES, PROTOCOLS
@@ -111,15 +113,29 @@ def with_figures(topology: Topology, figures: NcclFigures | None) -> Topology:
     return copied
 
 
-def simulate_pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
-                  chosen: Pick) -> Prediction:
-    """Simulate ``chosen`` for the call on ``gpus`` under the machine's cost model."""
+def _params(collective: str, gpus: Sequence[int], chosen: Pick) -> dict:
+    """The call's parameters that make it run ``chosen`` on ``gpus``."""
     params: dict = {"placement": list(gpus)}
     if is_nccl(chosen.algorithm):
         params["protocol"] = chosen.protocol
     if chosen.channels is not None and takes_channels(collective, chosen.algorithm):
         params["channels"] = chosen.channels
-    result = simulate(topology, collective, chosen.algorithm, len(gpus), size, params)
+    return params
+
+
+def pick_costs(topology: Topology, collective: str, size: int, gpus: Sequence[int],
+               chosen: Pick) -> CostModel:
+    """The cost model :func:`simulate_pick` runs ``chosen`` under: all that its simulated
+    time takes from the machine's NCCL figures (a fit caches simulations by it)."""
+    return plan(topology, collective, chosen.algorithm, list(gpus), size,
+                _params(collective, gpus, chosen)).costs
+
+
+def simulate_pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
+                  chosen: Pick) -> Prediction:
+    """Simulate ``chosen`` for the call on ``gpus`` under the machine's cost model."""
+    result = simulate(topology, collective, chosen.algorithm, len(gpus), size,
+                      _params(collective, gpus, chosen))
     return Prediction(collective, len(gpus), size, result.time_s, result.algbw_GBps,
                       result.busbw_GBps, chosen)
 

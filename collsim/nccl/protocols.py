@@ -113,6 +113,16 @@ class ProtocolCosts:
         """The link's line rate scaled to what NCCL reaches on its class."""
         return link.bandwidth * self.efficiency.get(link.kind, 1.0)
 
+    def after_launch(self) -> tuple:
+        """Every figure a call's time after its launch depends on, as a hashable key: all
+        but the launch terms (paid before any rank starts, so they only shift the finish)
+        and the step latencies of classes whose messages pay the links' own instead."""
+        steps = tuple(None if c in self.own_latency else s
+                      for c, s in zip(LINK_CLASSES, self.step_latency, strict=True))
+        return (self.family, self.protocol, steps, tuple(sorted(self.efficiency.items())),
+                self.wire_ratio, self.channel_cap, self.gpu_cap, self.nodes, self.own_latency,
+                self.send_buffer)
+
 
 def nccl_figures(topology: Topology) -> NcclFigures | None:
     """The topology's ``nccl`` declarations, or None (canonical kinds, files without them)."""
