@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from collsim.algorithms.nccl.nvls_tree import depth
 from collsim.engine.costs import CostModel, channel_bandwidth
 from collsim.engine.timing import PipelineDecline
 from collsim.hardware.topology import Topology
@@ -39,14 +40,7 @@ class Reference:
 
 def tree_depth(nodes: int) -> int:
     """Levels of NCCL's double binary tree over ``nodes`` nodes (the deeper of the two)."""
-    deepest = 0
-    for tree in double_tree(nodes):
-        for node in range(len(tree.parent)):
-            hops, up = 0, tree.parent[node]
-            while up is not None:
-                hops, up = hops + 1, tree.parent[up]
-            deepest = max(deepest, hops)
-    return deepest
+    return max(depth(tree) for tree in double_tree(nodes))
 
 
 # The references: trees 3 and 4 levels deep, each with every role a node can play. Powers of
