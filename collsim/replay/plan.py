@@ -26,7 +26,7 @@ from collsim.algorithms.registry import get_algorithm
 from collsim.errors import InputError
 from collsim.params import DTYPES
 from collsim.replay.model import ComputeSpan, Trace, TracedCall
-from collsim.workloads.plan import Task, distinct_calls
+from collsim.workloads.plan import Task, distinct_calls, unserved_call
 from collsim.workloads.service import Call
 
 # Algorithms a replay uses unless --param names others: NCCL's ring where NCCL has one (its
@@ -335,15 +335,8 @@ def _rank_plan(trace: Trace, rank: int, calls: dict[tuple[int, int], Call]
 
 def _check_sizes(plan: ReplayPlan) -> None:
     """Every call's algorithm can serve its group's size (an InputError says which)."""
-    seen = set()
-    for call in plan.calls().values():
-        shape = (call.collective, call.algorithm, len(call.group))
-        if shape in seen:
-            continue
-        seen.add(shape)
-        try:
-            get_algorithm(call.collective, call.algorithm).check_ranks(len(call.group))
-        except InputError as exc:
-            raise InputError(f"{exc.message} (the {call.label} calls have "
-                             f"{len(call.group)} ranks)", key=f"--param {call.collective}"
-                             ) from None
+    unserved = unserved_call(plan.calls().values())
+    if unserved is not None:
+        call, exc = unserved
+        raise InputError(f"{exc.message} (the {call.label} calls have "
+                         f"{len(call.group)} ranks)", key=f"--param {call.collective}")

@@ -14,7 +14,7 @@ overlap, and holding the rank until it is delivered without.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 
 from collsim.algorithms.registry import get_algorithm
@@ -122,22 +122,31 @@ def build_plan(workload: Workload, gpus: int | None = None) -> Plan:
     return plan
 
 
-def _check_algorithms(plan: Plan) -> None:
-    """Every collective's algorithm exists and can serve its group's size."""
+def unserved_call(calls: Iterable[Call]) -> tuple[Call, InputError] | None:
+    """The first call whose algorithm does not exist or cannot serve its group's size, and
+    why; each (collective, algorithm, group size) is checked once."""
     seen = set()
-    for call in plan.calls().values():
+    for call in calls:
         shape = (call.collective, call.algorithm, len(call.group))
         if shape in seen:
             continue
         seen.add(shape)
-        path = ("algorithms", call.collective)
         try:
             get_algorithm(call.collective, call.algorithm).check_ranks(len(call.group))
         except InputError as exc:
-            raise InputError(f"{exc.message} (the {call.label} groups have "
-                             f"{len(call.group)} ranks)", file=plan.workload.file,
-                             key=".".join(path),
-                             line=plan.workload.lines.get(path)) from None
+            return call, exc
+    return None
+
+
+def _check_algorithms(plan: Plan) -> None:
+    """Every collective's algorithm exists and can serve its group's size."""
+    unserved = unserved_call(plan.calls().values())
+    if unserved is not None:
+        call, exc = unserved
+        path = ("algorithms", call.collective)
+        raise InputError(f"{exc.message} (the {call.label} groups have "
+                         f"{len(call.group)} ranks)", file=plan.workload.file,
+                         key=".".join(path), line=plan.workload.lines.get(path))
 
 
 @dataclass(frozen=True)
