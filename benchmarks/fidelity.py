@@ -296,7 +296,8 @@ def main() -> int:
             chosen = auto.picks[i]
             record = {"machine": spec.preset, "run_id": spec.run_id, "network": spec.network,
                       "size_bytes": size,
-                      "ranks": spec.nodes * spec.per_node, "collective": spec.collective,
+                      "ranks": spec.nodes * spec.per_node, "nodes": spec.nodes,
+                      "collective": spec.collective,
                       "measured_busbw": measured, "auto_busbw": busbw(auto, i),
                       "auto_pick": f"{chosen.algorithm}/{chosen.protocol}",
                       "forced": spec.algorithm if forced_case else "",
@@ -382,9 +383,13 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
     sub = f"{'':<20}" + "".join(f" | {'rows':>5} {'median':>6} {'p90':>6}" for _ in KINDS)
     lines = [head, sub]
     undescribed_rows = any(r["network"] for r in table)
-    for machine in [*machines, "all", *(["described"] if undescribed_rows else [])]:
-        mine = [r for r in table if machine in ("all", r["machine"])
-                or (machine == "described" and not r["network"])]
+    # NCCL's nodes: an NVL72 rack (one NVLink domain) is one node, however many trays.
+    groups = {"1 node": lambda r: r["nodes"] == 1, "2+ nodes": lambda r: r["nodes"] >= 2,
+              "all": lambda r: True, "described": lambda r: not r["network"]}
+    for machine in [*machines, "1 node", "2+ nodes", "all",
+                    *(["described"] if undescribed_rows else [])]:
+        keep = groups.get(machine)
+        mine = [r for r in table if (keep(r) if keep else r["machine"] == machine)]
         cells = []
         for _, column in KINDS:
             errors = [e for r in mine if (e := error(r, column)) is not None]
@@ -408,6 +413,7 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
         "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
         f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
         "on a 32-GPU run takes 1-7 minutes a half); `forced` where the source says what ran; "
+        "`1 node` and `2+ nodes` split `all` by NCCL's nodes (an NVL72 rack is one node); "
         "`python benchmarks/fidelity.py` (about 4 minutes with the cache of fits, "
         "about an hour without)."
         + (" `described` is `all` without the rows on networks no preset describes (listed "
@@ -417,8 +423,8 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
         f"```\n{text}\n```\n\nRuns simulated on a preset chosen by run (`RUN_PRESETS`):\n\n"
         f"{mapped}\n\nOn networks no preset describes:\n\n{networks or '- none'}\n\n"
         f"Left out:\n\n{notes}\n")
-    columns = ["machine", "run_id", "collective", "ranks", "size_bytes", "measured_busbw",
-               "auto_pick", "auto_busbw", "auto_error", "forced", "forced_busbw",
+    columns = ["machine", "run_id", "collective", "ranks", "nodes", "size_bytes",
+               "measured_busbw", "auto_pick", "auto_busbw", "auto_error", "forced", "forced_busbw",
                "forced_error", "calibrated_busbw", "calibrated_error", "nccl_model_busbw",
                "nccl_model_error"]
     with (out / "rows.csv").open("w", newline="") as f:
