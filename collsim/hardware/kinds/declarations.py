@@ -41,7 +41,7 @@ from collsim.hardware.kinds.keys import count
 from collsim.hardware.machine import LINK_CLASSES, Gpu, Machine, NcclFigures, ProtocolOverride
 from collsim.hardware.nccl_names import ALGORITHMS, CPUS, NIC_PATHS, PROTOCOLS
 from collsim.hardware.nodes import NodeSpec
-from collsim.hardware.transports import TRANSPORTS
+from collsim.hardware.transports import transport
 from collsim.schema import QUANTITY, at, quantity
 from collsim.units import parse_bandwidth, parse_time
 from collsim.yamlfile import Document, KeyPath
@@ -93,7 +93,7 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
                  for c in LINK_CLASSES if at(data, ("reachable", c)) is not None}
     nvls = (_reachable(doc, ("nccl", "reachable", "nvls"), line.get("nvlink"), node, "nvlink")
             if at(data, ("reachable", "nvls")) is not None else None)
-    carrier = TRANSPORTS[spec.nics.transport] if spec.nics is not None else None
+    carrier = transport(spec.nics.transport) if spec.nics is not None else None
     declared = frozenset(key for key, given in (
         ("net_latency", data.get("net_latency") is not None),
         ("reachable.network", at(data, ("reachable", "network")) is not None)) if given)

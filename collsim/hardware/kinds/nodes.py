@@ -67,7 +67,7 @@ from collsim.hardware.nodes import (
     build_node,
 )
 from collsim.hardware.topology import Topology
-from collsim.hardware.transports import DEFAULT, TRANSPORTS
+from collsim.hardware.transports import DEFAULT, TRANSPORTS, transport
 from collsim.schema import QUANTITY, at
 from collsim.units import UnitError, check_bandwidth
 from collsim.yamlfile import Document, KeyPath
@@ -242,7 +242,8 @@ def _nics(doc: Document, prefix: KeyPath, gpus: int) -> NicSpec:
                         f"GPU g uses NIC "
                         f"g * count // gpus, so NICs beyond one per GPU would carry nothing; "
                         f"give at most {gpus}")
-    carrier = TRANSPORTS[at(doc.data, path + ("transport",), DEFAULT)]
+    carrier = transport(at(doc.data, path + ("transport",), DEFAULT),
+                        key=".".join(map(str, path + ("transport",))))
     given = at(doc.data, path + ("gpudirect",))
     gpudirect = bool(carrier.gpudirect.value) if given is None else bool(given)
     return NicSpec(nics, link(doc, path + ("link",)), gpudirect, carrier.name,
