@@ -93,11 +93,12 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
                              "4x 200G HDR per node (the issue's servers)"),
     "gcp-a3mega-h100-2n-ar": ("a3-mega-cluster", {},
                               "A3 Mega: 8x 200G GPUDirect-TCPXO (the repository's name)"),
-    # NCCL over TCP sockets (NCCL_IB_DISABLE=1) through one interface: no GPUDirect, one NIC;
-    # its speed is not stated, so the preset's 400 Gb/s (DGX H200's ConnectX-7) stands.
+    # NCCL over TCP sockets (NCCL_IB_DISABLE=1) through one interface: the socket transport
+    # (no GPUDirect), one NIC; its speed is not stated, so the preset's 400 Gb/s (DGX H200's
+    # ConnectX-7) stands.
     "ocp-h200-2x8-socket-ring-ar": ("h100-cluster", {"node.nics.count": 1,
-                                                     "node.nics.gpudirect": False},
-                                    "TCP sockets over one shared interface (sockets option)"),
+                                                     "node.nics.transport": "socket"},
+                                    "TCP sockets over one shared interface"),
 }
 
 

@@ -130,12 +130,13 @@ def test_auto_picks_what_nccls_model_worked_by_hand_picks(name, nodes, per_node,
 
 def test_the_sockets_option_sends_through_host_memory_on_one_nic():
     """NCCL over TCP sockets (NCCL_IB_DISABLE=1) on one interface: h100-cluster with one NIC
-    and no GPUDirect. A ring allreduce then reaches less than the one NIC's 48 GB/s and less
-    than the 8-rail cluster, and NCCL's GPU-NIC path is no longer one PCIe switch."""
+    and the socket transport (no GPUDirect). A ring allreduce then reaches less than the one
+    NIC's 48 GB/s and less than the 8-rail cluster, and NCCL's GPU-NIC path is no longer one
+    PCIe switch."""
     from collsim.api import estimate
 
     sockets = preset("h100-cluster", nodes=2, **{"node.nics.count": 1,
-                                                "node.nics.gpudirect": False})
+                                                "node.nics.transport": "socket"})
     rails = preset("h100-cluster", nodes=2)
     assert nccl_system(sockets).nic_path != "pix" and nccl_system(rails).nic_path == "pix"
     one = estimate(sockets, "allreduce", "ring", 16, 2**28)
@@ -147,8 +148,8 @@ def test_the_sockets_option_sends_through_host_memory_on_one_nic():
 def test_a_bad_net_latency_names_its_key(tmp_path, value, expected):
     from collsim.errors import InputError
 
-    text = find_topology("p4d-efa-cluster").read_text().replace("net_latency: 75us",
-                                                                f"net_latency: {value}")
+    text = find_topology("p4d-efa-cluster").read_text().replace(
+        "  launch: 14.8us", f"  launch: 14.8us\n  net_latency: {value}")
     path = tmp_path / "m.yaml"
     path.write_text(text)
     with pytest.raises(InputError) as error:

@@ -21,7 +21,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     show = actions.add_parser(
         "show", help="print a topology's figures; draw it with --image",
         description="Print a topology's GPUs, nodes, links by kind, per-GPU injection "
-                    "bandwidth and bisection bandwidth (first half of the GPUs to the rest); "
+                    "bandwidth and bisection bandwidth (first half of the GPUs to the rest), "
+                    "the NICs' network transport and its figures with where each came from; "
                     "for a machine with an 'nccl' section also line rate and reachable "
                     "bandwidth per link class, launch cost, each protocol's latencies, wire "
                     "ratio and caps, and NCCL's ring/tree/NVLS graphs; draw it to an image "
@@ -41,12 +42,15 @@ def show_topology(args: argparse.Namespace) -> int:
     # the summary and NCCL's model only when this command runs
     from collsim.calls.report import format_nccl
     from collsim.hardware.summary import format_summary, summarize
+    from collsim.hardware.transport_summary import transport_lines
 
     if args.image:
         _check_image_path(Path(args.image))
     overrides = dict(parse_override(text) for text in args.set)
     topology = load_topology(resolve_topology(args.file, key="FILE"), overrides, SET_SOURCE)
     print(format_summary(summarize(topology, with_bisection=not args.no_bisection)))
+    for line in transport_lines(topology):
+        print(line)
     nccl = format_nccl(topology)
     if nccl is not None:
         print(nccl)

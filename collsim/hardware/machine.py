@@ -53,13 +53,18 @@ class NcclFigures:
     """The ``nccl`` section, read and checked.
 
     ``line`` holds the reference line rate (B/s) of each class the machine has, ``reachable``
-    what NCCL reaches there (B/s; a class not declared reaches its line rate).
+    what NCCL reaches there (B/s; a class not declared reaches its line rate, the network
+    its transport's share of it).
     ``nvls_reachable`` is the NVLink bandwidth (B/s per GPU per direction) NVLS reaches through
     the NVSwitch's reduce and multicast; None: NCCL's ``nvlsEfficiency`` x the NVLink reach.
     ``overrides`` is keyed by (protocol, family), family None for every family.
     ``net_latency`` (seconds) is the latency the network plugin reports to NCCL
     (``ncclNetProperties.latency``), which NCCL adds to its network step latency.
     ``pick_scale``: NCCL's choice is made as for this multiple of a call's size (None: 1).
+    ``transport`` names the NICs' transport (collsim.hardware.transports; None without NICs):
+    ``net_latency`` is its figure unless the file declares one, and the network reaches
+    ``transport_reach`` of its line rate unless ``reachable`` holds the class. ``declared``
+    names those of the two the file sets itself (``net_latency``, ``reachable.network``).
     """
 
     launch: float
@@ -73,12 +78,16 @@ class NcclFigures:
     overrides: Mapping[tuple[str, str | None], ProtocolOverride] = field(default_factory=dict)
     nvls_reachable: float | None = None
     pick_scale: float | None = None
+    transport: str | None = None
+    transport_reach: float = 1.0
+    declared: frozenset[str] = frozenset()
 
     def reached(self, link_class: str) -> float | None:
         """Bytes/s NCCL reaches on the class's reference link; None if the machine has none."""
         if link_class not in self.line:
             return None
-        return self.reachable.get(link_class, self.line[link_class])
+        share = self.transport_reach if link_class == "network" else 1.0
+        return self.reachable.get(link_class, self.line[link_class] * share)
 
     def efficiency(self, link_class: str) -> float:
         """Reachable over line rate for ``link_class`` (1 where nothing is declared)."""

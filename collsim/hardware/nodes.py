@@ -10,7 +10,8 @@ and every socket a switch. NIC k sits under switch ``k * switches // count`` and
 uses NIC ``g * count // gpus``: ``count == gpus`` is one NIC per GPU (rails), fewer NICs
 are shared. With ``gpudirect: true`` a GPU's traffic reaches its NIC by the shortest PCIe
 path (through the shared switch, GPUDirect RDMA); with ``false`` it is staged in host
-memory: GPU to its own socket, then socket to the NIC.
+memory: GPU to its own socket, then socket to the NIC. Unless the file says, the NICs'
+transport decides (``nics.transport``, collsim.hardware.transports: only TCP sockets stage).
 """
 
 from __future__ import annotations
@@ -44,11 +45,15 @@ class PcieSpec:
 
 @dataclass(frozen=True)
 class NicSpec:
-    """The node's NICs: how many, their port to the network, GPUDirect or through the host."""
+    """The node's NICs: how many, their port to the network, GPUDirect or through the host,
+    and the network transport NCCL drives them with (collsim.hardware.transports).
+    ``declared`` names the transport's figures the file sets itself (``gpudirect``)."""
 
     count: int
     link: LinkSpec
     gpudirect: bool = True
+    transport: str = "ib"
+    declared: frozenset[str] = frozenset()
 
 
 class Wiring(Protocol):

@@ -10,11 +10,11 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
       nic_path: pxb             # optional: NCCL's GPU-to-NIC path type, if the PCIe tree has
                                 # more levels than the file's (else derived from it)
       net_latency: 75us         # optional: the latency the network plugin reports to NCCL
-                                # (ncclNetProperties.latency; 0 for NCCL's IB and sockets)
+                                # (ncclNetProperties.latency; default: the NICs' transport's)
       reachable:                # what NCCL reaches per class; a bandwidth, or a % of line rate
         nvlink: 370.8GB/s       #   per GPU per direction
         pcie: 48GB/s            #   a GPU's PCIe link (the GPU-NIC path)
-        network: 96%            #   a NIC's port
+        network: 96%            #   a NIC's port (default: the NICs' transport's share)
         nvls: 380GB/s           #   optional: NVLS through the NVSwitch (default: NCCL's
                                 #   nvlsEfficiency x the NVLink reach)
       pick_scale: 2             # optional: NCCL chooses algorithm and protocol as for twice
@@ -41,6 +41,7 @@ from collsim.hardware.kinds.keys import count
 from collsim.hardware.machine import LINK_CLASSES, Gpu, Machine, NcclFigures, ProtocolOverride
 from collsim.hardware.nccl_names import ALGORITHMS, CPUS, NIC_PATHS, PROTOCOLS
 from collsim.hardware.nodes import NodeSpec
+from collsim.hardware.transports import transport
 from collsim.schema import QUANTITY, at, quantity
 from collsim.units import parse_bandwidth, parse_time
 from collsim.yamlfile import Document, KeyPath
@@ -92,14 +93,22 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
                  for c in LINK_CLASSES if at(data, ("reachable", c)) is not None}
     nvls = (_reachable(doc, ("nccl", "reachable", "nvls"), line.get("nvlink"), node, "nvlink")
             if at(data, ("reachable", "nvls")) is not None else None)
+    carrier = transport(spec.nics.transport) if spec.nics is not None else None
+    declared = frozenset(key for key, given in (
+        ("net_latency", data.get("net_latency") is not None),
+        ("reachable.network", at(data, ("reachable", "network")) is not None)) if given)
     return Machine(gpu, NcclFigures(
         launch=quantity(doc, ("nccl", "launch"), parse_time),
         cpu=data["cpu"], nvls=bool(data.get("nvls", False)),
         sharp=bool(data.get("sharp", False)), nic_path=data.get("nic_path"),
         net_latency=(quantity(doc, ("nccl", "net_latency"), parse_time)
-                     if data.get("net_latency") is not None else 0.0),
+                     if "net_latency" in declared
+                     else float(carrier.net_latency.value) if carrier else 0.0),
         line=line, reachable={c: r for c, r in reachable.items() if r is not None},
-        overrides=_overrides(doc), nvls_reachable=nvls, pick_scale=_pick_scale(doc)))
+        overrides=_overrides(doc), nvls_reachable=nvls, pick_scale=_pick_scale(doc),
+        transport=carrier.name if carrier else None,
+        transport_reach=float(carrier.reachable.value) if carrier else 1.0,
+        declared=declared))
 
 
 PICK_SCALES = (1 / 16, 16)  # beyond these NCCL's model would not be describing the machine

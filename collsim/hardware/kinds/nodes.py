@@ -11,7 +11,10 @@
       link: {latency: 0.5us, bandwidth: 63GB/s}          # GPU or NIC <-> PCIe switch
       uplink: {latency: 0.5us, bandwidth: 63GB/s}        # PCIe switch <-> CPU root port
       inter_socket: {latency: 1us, bandwidth: 64GB/s}    # CPU <-> CPU (needed if sockets > 1)
-    nics: {count: 8, link: {latency: 1us, bandwidth: 400Gbps}, gpudirect: true}
+    nics: {count: 8, link: {latency: 1us, bandwidth: 400Gbps}, transport: ib}
+                                                   # transport: ib | roce | efa | tcpx |
+                                                   # tcpxo | socket (default ib); gpudirect:
+                                                   # true | false overrides the transport's
     gpu: {reduce_bandwidth: 1TB/s}                 # and model, arch for NCCL's figures
     nccl: {launch: 15us, cpu: intel, ...}          # see collsim.hardware.kinds.declarations
 
@@ -64,6 +67,7 @@ from collsim.hardware.nodes import (
     build_node,
 )
 from collsim.hardware.topology import Topology
+from collsim.hardware.transports import DEFAULT, TRANSPORTS, transport
 from collsim.schema import QUANTITY, at
 from collsim.units import UnitError, check_bandwidth
 from collsim.yamlfile import Document, KeyPath
@@ -84,7 +88,8 @@ NVLINK_SCHEMA = {  # an NVSwitch node's NVLink: per GPU, per direction, and how 
 }
 NICS_SCHEMA = {
     "type": "object",
-    "properties": {"count": COUNT, "link": LINK_SCHEMA, "gpudirect": {"type": "boolean"}},
+    "properties": {"count": COUNT, "link": LINK_SCHEMA, "gpudirect": {"type": "boolean"},
+                   "transport": {"enum": list(TRANSPORTS)}},
     "required": ["count", "link"],
     "additionalProperties": False,
 }
@@ -237,8 +242,12 @@ def _nics(doc: Document, prefix: KeyPath, gpus: int) -> NicSpec:
                         f"GPU g uses NIC "
                         f"g * count // gpus, so NICs beyond one per GPU would carry nothing; "
                         f"give at most {gpus}")
-    return NicSpec(nics, link(doc, path + ("link",)),
-                   bool(at(doc.data, path + ("gpudirect",), True)))
+    carrier = transport(at(doc.data, path + ("transport",), DEFAULT),
+                        key=".".join(map(str, path + ("transport",))))
+    given = at(doc.data, path + ("gpudirect",))
+    gpudirect = bool(carrier.gpudirect.value) if given is None else bool(given)
+    return NicSpec(nics, link(doc, path + ("link",)), gpudirect, carrier.name,
+                   frozenset() if given is None else frozenset({"gpudirect"}))
 
 
 def read_node(doc: Document, prefix: KeyPath = ()) -> NodeSpec:

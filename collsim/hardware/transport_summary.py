@@ -1,0 +1,87 @@
+"""What ``collsim topo show`` prints of a machine's network transport: its name, each figure
+with its value and where that value came from (the transport's record and its source, or the
+file's own key, which overrides it)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from collsim.hardware.machine import NcclFigures
+from collsim.hardware.nodes import NicSpec
+from collsim.hardware.topology import Topology
+from collsim.hardware.transports import MODELLED, TRANSPORTS, Sourced
+
+# The file key that overrides each modelled figure (a cluster's file has its NICs under node).
+OVERRIDE_KEYS = {"net_latency": "nccl.net_latency", "gpudirect": "nics.gpudirect",
+                 "reachable": "nccl.reachable.network"}
+_LABELS = {"net_latency": "net latency", "gpudirect": "gpudirect", "reachable": "reachable",
+           "steps": "NCCL_STEPS", "buffsize": "NCCL_BUFFSIZE", "streams": "streams/conn",
+           "min_channels": "min channels"}
+WIDTH = 100
+
+
+def _value(name: str, value: float | int | bool | None) -> str:
+    if value is None:
+        return "-"
+    if name == "net_latency":
+        return f"{float(value) * 1e6:g} us"
+    if name == "gpudirect":
+        return "yes" if value else "no (host memory)"
+    if name == "reachable":
+        return f"{100 * float(value):g}%"
+    if name == "buffsize":
+        return f"{int(value) >> 20} MiB"
+    return str(value)
+
+
+def _actual(name: str, nics: NicSpec, nccl: NcclFigures | None) -> tuple[object, bool] | None:
+    """The value the machine runs with and whether the file set it; None where the machine has
+    no use for the figure (a file without an ``nccl`` section has no NCCL model)."""
+    if name == "gpudirect":
+        return nics.gpudirect, "gpudirect" in nics.declared
+    if nccl is None:
+        return None
+    if name == "net_latency":
+        return nccl.net_latency, "net_latency" in nccl.declared
+    network = nccl.reached("network")
+    share = network / nccl.line["network"] if network is not None else None
+    return share, "reachable.network" in nccl.declared
+
+
+def transport_lines(topology: Topology) -> list[str]:
+    """The transport block of ``topo show``; empty for a machine without NICs."""
+    node = getattr(topology, "node", None)
+    nics = getattr(getattr(node, "spec", None), "nics", None)
+    if nics is None:
+        return []
+    carrier = TRANSPORTS[nics.transport]
+    nccl = topology.machine.nccl
+    node_key = "node." if topology.kind == "cluster" else ""
+    lines = [f"transport       {carrier.name}: {carrier.title}, through {carrier.plugin}",
+             f"  {'figure':<15}{'value':<18}from"]
+    for name, figure in carrier.figures().items():
+        lines += _figure_lines(name, figure, nics, nccl, node_key)
+    return lines
+
+
+def _figure_lines(name: str, figure: Sourced, nics: NicSpec, nccl: NcclFigures | None,
+                  node_key: str) -> list[str]:
+    label = _LABELS[name]
+    if name not in MODELLED:
+        use = "the engine's own constant" if name == "steps" else "not modelled"
+        origin = f"transport ({use}): {figure.source}"
+        value = _value(name, figure.value)
+    else:
+        actual = _actual(name, nics, nccl)
+        if actual is None:
+            value, origin = "-", "unused: no 'nccl' section (the ideal cost model)"
+        elif actual[1]:
+            value = _value(name, actual[0])
+            key = (node_key if name == "gpudirect" else "") + OVERRIDE_KEYS[name]
+            origin = (f"preset override ({key}); the transport's: "
+                      f"{_value(name, figure.value)}")
+        else:
+            value, origin = _value(name, actual[0]), f"transport: {figure.source}"
+    first = f"  {label:<15}{value:<18}"
+    return textwrap.wrap(origin, WIDTH, initial_indent=first, subsequent_indent=" " * len(first),
+                         break_on_hyphens=False)

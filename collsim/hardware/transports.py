@@ -1,0 +1,165 @@
+"""The network transports NCCL moves inter-node data through, one record each (a registry,
+read by the topology files' ``nics.transport`` key, shown by ``collsim topo show``, iterated
+by the tests): NCCL's own InfiniBand verbs and sockets, RoCE, AWS EFA through aws-ofi-nccl and
+Google's GPUDirect-TCPX and TCPXO plugins.
+
+Each record holds the figures NCCL's model and collsim's engine take from the transport, each
+with its source or the word "assumption" (docs/hardware.md#transports):
+
+- ``net_latency``: the latency the plugin reports to NCCL (``ncclNetProperties.latency``),
+  added to every network step (``nccl.net_latency`` in a file overrides it);
+- ``gpudirect``: whether the NIC reads and writes GPU memory (GPUDirect RDMA or a
+  device-memory receive path) or data is staged through host memory (``nics.gpudirect``);
+- ``reachable``: the share of a NIC's line rate NCCL reaches (``nccl.reachable.network``).
+
+and, shown but not modelled (collsim's engine has no place for them): NCCL_STEPS slots per
+connection, the NCCL_BUFFSIZE the plugin or its vendor sets, the streams (queue pairs, TCP
+sockets or flows) per connection, and the channel floor the vendor's settings impose. A
+per-message overhead is not a transport figure here: its only source (AWS's model of NCCL on
+EFA) gives it per instance type, so the preset carries it (``nccl.protocols``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+
+from collsim.errors import InputError
+
+NCCL_VERSION = "2.30.7"
+_NCCL = f"NCCL {NCCL_VERSION} (github.com/NVIDIA/nccl@5067397c)"
+_AWS = "aws-ofi-nccl (github.com/aws/aws-ofi-nccl@2daf7d30)"
+_TCPX = "GPUDirect-TCPX plugin (github.com/google/nccl-plugin-gpudirecttcpx@4b8ea7f2)"
+_TCPXO = "GPUDirect-TCPXO plugin (github.com/google/nccl-plugin-gpudirect-tcpxo@04815d1b)"
+_STEPS = f"{_NCCL} src/include/device.h: NCCL_STEPS, the same for every transport"
+_BUFFSIZE = f"{_NCCL} src/init.cc: DEFAULT_BUFFSIZE 4 MiB (a Simple step of 512 KiB)"
+_IB_REACH = ("nccl-tests#267 (48-49 of 50 GB/s on 400 Gb/s NDR) and nccl-tests#119 (24 of 25 "
+             "GB/s on 200 Gb/s HDR, NCCL maintainer's figure)")
+MiB = 1 << 20
+
+# The figures collsim's engine and NCCL's model use; the others are shown only.
+MODELLED = ("net_latency", "gpudirect", "reachable")
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """One figure and where it comes from: a source (file at a version or commit, a vendor
+    document, an issue), or text starting with "assumption"; ``value`` None: not set by the
+    transport (NCCL's own choice applies)."""
+
+    value: float | int | bool | None
+    source: str
+
+    @property
+    def assumed(self) -> bool:
+        return self.source.startswith("assumption")
+
+
+@dataclass(frozen=True)
+class Transport:
+    """One network transport: its name (``nics.transport``), what it is, the plugin NCCL
+    loads for it, and its figures (see the module's docstring)."""
+
+    name: str
+    title: str
+    plugin: str
+    net_latency: Sourced        # seconds, reported by the plugin
+    gpudirect: Sourced          # bool: GPU memory <-> NIC directly, or through host memory
+    reachable: Sourced          # share of a NIC's line rate NCCL reaches, 0 < r <= 1
+    steps: Sourced              # NCCL_STEPS slots in flight per connection
+    buffsize: Sourced           # bytes of a connection's Simple buffer (NCCL_BUFFSIZE)
+    streams: Sourced            # queue pairs, TCP sockets or flows per connection
+    min_channels: Sourced       # NCCL_MIN_NCHANNELS the vendor sets; None: NCCL's search
+
+    def figures(self) -> dict[str, Sourced]:
+        """Every figure by field name, in declaration order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if isinstance(getattr(self, f.name), Sourced)}
+
+
+_NO_FLOOR = Sourced(None, f"{_NCCL}: the channel count is NCCL's own search's")
+
+TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
+    Transport(
+        "ib", "InfiniBand verbs", "NCCL's net_ib (built in)",
+        Sourced(0.0, f"{_NCCL} src/transport/net_ib/init.cc: reports latency 0"),
+        Sourced(True, f"{_NCCL} src/transport/net_ib/init.cc: NCCL_PTR_CUDA or DMA-BUF "
+                      "where the GPUDirect RDMA driver is loaded, as on ConnectX NICs"),
+        Sourced(0.96, _IB_REACH),
+        Sourced(8, _STEPS),
+        Sourced(4 * MiB, _BUFFSIZE),
+        Sourced(1, f"{_NCCL} src/transport/net_ib/connect.cc: NCCL_IB_QPS_PER_CONNECTION "
+                   "default 1"),
+        _NO_FLOOR),
+    Transport(
+        "roce", "RoCE (verbs over Ethernet)", "NCCL's net_ib (built in)",
+        Sourced(0.0, f"{_NCCL} src/transport/net_ib/init.cc: reports latency 0 (the same "
+                     "plugin as InfiniBand)"),
+        Sourced(True, f"{_NCCL} src/transport/net_ib/init.cc: as on InfiniBand"),
+        Sourced(0.96, "assumption: as InfiniBand (the same verbs plugin and ConnectX NICs); "
+                      "no published share for RoCE"),
+        Sourced(8, _STEPS),
+        Sourced(4 * MiB, _BUFFSIZE),
+        Sourced(1, f"{_NCCL} src/transport/net_ib/connect.cc: NCCL_IB_QPS_PER_CONNECTION "
+                   "default 1"),
+        _NO_FLOOR),
+    Transport(
+        "efa", "AWS Elastic Fabric Adapter", "aws-ofi-nccl (AWS's libfabric plugin)",
+        Sourced(75e-6, f"{_AWS} src/platform-aws.cpp: 75 us on p4d, p4de, p5, p5e (35 us on "
+                       "p5en and p6: set nccl.net_latency there)"),
+        Sourced(True, f"{_AWS} src/platform-aws.cpp: gdr_required on p4d, p4de, p5, p5e"),
+        Sourced(1.0, f"{_AWS} src/tuner/nccl_ofi_model.cpp: 12.5 GiB/s per 100 Gb/s rail, "
+                     "above the line rate, so the line rate bounds it"),
+        Sourced(8, _STEPS),
+        Sourced(8 * MiB, f"{_AWS} src/platform-aws.cpp: NCCL_BUFFSIZE=8388608 on p4d, p5"),
+        Sourced(None, f"{_AWS} include/nccl_ofi_rdma.h, src/nccl_ofi_rdma.cpp: up to 4 EFA "
+                      "rails striped per NCCL NIC, per instance type (the preset's NIC "
+                      "speed)"),
+        _NO_FLOOR),
+    Transport(
+        "tcpx", "GCP GPUDirect-TCPX", "Google's GPUDirect-TCPX plugin",
+        Sourced(0.0, f"{_TCPX} src/net_tcpx.cc: reports latency 0"),
+        Sourced(True, f"{_TCPX} src/net_tcpx.cc: NCCL_PTR_CUDA, received into GPU memory "
+                      "and unpacked there"),
+        Sourced(0.96, "assumption: no published share for TCPX; taken as InfiniBand's"),
+        Sourced(8, _STEPS),
+        Sourced(4 * MiB, _BUFFSIZE),
+        Sourced(1, f"{_TCPX} src/flags.cc: 1 socket per thread, 1 thread by default"),
+        _NO_FLOOR),
+    Transport(
+        "tcpxo", "GCP GPUDirect-TCPXO", "Google's GPUDirect-TCPXO plugin (FasTrak)",
+        Sourced(0.0, f"{_TCPXO} tcpdirect_plugin/fastrak_offload/nccl_shim.cc: reports "
+                     "latency 0"),
+        Sourced(True, f"{_TCPXO} tcpdirect_plugin/fastrak_offload/nccl_shim.cc: "
+                      "NCCL_PTR_CUDA, the receive path offloaded into GPU memory"),
+        Sourced(0.96, "assumption: no published share for TCPXO; taken as InfiniBand's, "
+                      "what NCCL reaches with an offloaded data path"),
+        Sourced(8, _STEPS),
+        Sourced(8 * MiB, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_BUFFSIZE="
+                         "8388608"),
+        Sourced(2, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_FASTRAK_NUM_FLOWS=2"),
+        Sourced(4, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_MIN_NCHANNELS=4")),
+    Transport(
+        "socket", "TCP sockets", "NCCL's net_socket (built in)",
+        Sourced(0.0, f"{_NCCL} src/transport/net_socket.cc: reports latency 0"),
+        Sourced(False, f"{_NCCL} src/transport/net_socket.cc: NCCL_PTR_HOST only, data "
+                       "staged through host memory"),
+        Sourced(0.96, "assumption: no published share for NCCL's sockets at these speeds; "
+                      "taken as InfiniBand's (the staging through host memory is modelled "
+                      "on its own, by the route)"),
+        Sourced(8, _STEPS),
+        Sourced(4 * MiB, _BUFFSIZE),
+        Sourced(1, f"{_NCCL} src/transport/net_socket.cc: one socket on the proxy thread "
+                   "by default (2 threads x 8 sockets on AWS NICs, 4 x 1 on Google's)"),
+        _NO_FLOOR),
+)})
+DEFAULT = "ib"  # a node with NICs whose file names no transport: NCCL's own InfiniBand verbs
+
+
+def transport(name: str, *, key: str = "nics.transport") -> Transport:
+    """The record of transport ``name``; an unknown name is an InputError at ``key``."""
+    if name not in TRANSPORTS:
+        raise InputError(f"unknown network transport {name!r}: expected one of "
+                         f"{', '.join(TRANSPORTS)}", key=key)
+    return TRANSPORTS[name]

@@ -1,0 +1,160 @@
+"""Network transports (collsim.hardware.transports): every figure of every record has a source
+or says it is an assumption and lies in range; a machine with each transport loads with the
+transport's figures, and `topo show` prints them and where each came from; a file's own keys
+override the transport's; an unknown transport is a clean input error naming the key."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from collsim.cli import main
+from collsim.hardware.loader import load_topology
+from collsim.hardware.shipped import find_topology
+from collsim.hardware.transports import DEFAULT, MODELLED, TRANSPORTS, transport
+from collsim.nccl import constants as C
+from collsim.nccl.adapter import nccl_system
+from tests.exits import fails_cleanly
+
+# A source names a repository at a commit, a file of NCCL at its version, or an issue.
+SOURCE = re.compile(r"github\.com/[\w.-]+/[\w.-]+@[0-9a-f]{7,}|nccl-tests#\d+|nccl#\d+")
+CLOUD = {"p4d-efa-cluster": "efa", "p5-efa-cluster": "efa", "a3-mega-cluster": "tcpxo",
+         "h100-cluster": "ib", "a100-cluster": "ib", "b200-cluster": "ib",
+         "gb200-nvl72-cluster": "ib", "gb300-nvl72-cluster": "roce"}
+
+
+def preset(name, **overrides):
+    return load_topology(find_topology(name), overrides)
+
+
+def test_the_registry_holds_the_six_transports_the_files_may_name():
+    assert list(TRANSPORTS) == ["ib", "roce", "efa", "tcpx", "tcpxo", "socket"]
+    assert DEFAULT == "ib"
+    assert all(record.name == name for name, record in TRANSPORTS.items())
+
+
+@pytest.mark.parametrize("name", TRANSPORTS)
+def test_every_figure_has_a_source_or_says_it_is_an_assumption(name):
+    for figure_name, figure in TRANSPORTS[name].figures().items():
+        assert figure.assumed or SOURCE.search(figure.source), (name, figure_name)
+        if figure_name in MODELLED:
+            assert figure.value is not None, (name, figure_name)
+
+
+@pytest.mark.parametrize("name", TRANSPORTS)
+def test_every_figure_is_in_range(name):
+    record = TRANSPORTS[name]
+    assert 0 <= record.net_latency.value <= 1e-3           # at most a millisecond a step
+    assert isinstance(record.gpudirect.value, bool)
+    assert 0.5 <= record.reachable.value <= 1.0
+    assert record.steps.value == C.NCCL_STEPS               # NCCL's, whatever the plugin
+    assert 1 << 20 <= record.buffsize.value <= 64 << 20
+    for optional in (record.streams.value, record.min_channels.value):
+        assert optional is None or 1 <= optional <= 64
+
+
+def test_only_tcp_sockets_stage_through_host_memory():
+    staged = {name for name, record in TRANSPORTS.items() if not record.gpudirect.value}
+    assert staged == {"socket"}
+
+
+def test_an_unknown_name_is_an_input_error_listing_the_choices():
+    from collsim.errors import InputError
+
+    with pytest.raises(InputError) as error:
+        transport("rdma")
+    assert "rdma" in str(error.value) and "tcpxo" in str(error.value)
+
+
+@pytest.mark.parametrize("name, expected", CLOUD.items())
+def test_each_cluster_preset_runs_its_transport_with_its_figures(name, expected):
+    topology = preset(name)
+    record = TRANSPORTS[expected]
+    nics = topology.node.spec.nics
+    figures = topology.machine.nccl
+    assert nics.transport == figures.transport == expected
+    assert nics.gpudirect == record.gpudirect.value
+    assert figures.net_latency == pytest.approx(record.net_latency.value)
+    assert figures.efficiency("network") == pytest.approx(record.reachable.value)
+    assert figures.declared == frozenset() and nics.declared == frozenset()
+
+
+@pytest.mark.parametrize("name", TRANSPORTS)
+def test_a_cluster_loads_with_each_transport(name):
+    topology = preset("h100-cluster", nodes=2, **{"node.nics.transport": name})
+    record = TRANSPORTS[name]
+    figures = topology.machine.nccl
+    assert topology.node.spec.nics.transport == name
+    assert topology.node.spec.nics.gpudirect == record.gpudirect.value
+    assert figures.reached("network") == pytest.approx(50e9 * record.reachable.value)
+    assert nccl_system(topology).nic_latency_us == pytest.approx(record.net_latency.value * 1e6)
+
+
+def test_a_file_naming_no_transport_keeps_the_figures_it_had(tmp_path):
+    """No transport and no network keys: InfiniBand's figures, the same a file declaring them
+    has."""
+    base = find_topology("dgx-h100").read_text()
+    assert "transport: ib" in base
+    path = tmp_path / "plain.yaml"
+    path.write_text(base.replace("transport: ib", ""))
+    plain, shipped = load_topology(path), preset("dgx-h100")
+    assert plain.node.spec.nics == shipped.node.spec.nics
+    assert plain.machine.nccl.reached("network") == shipped.machine.nccl.reached("network")
+
+
+def test_preset_keys_override_the_transports_figures():
+    topology = preset("p4d-efa-cluster", **{"nccl.net_latency": "35us",
+                                            "nccl.reachable.network": "80%",
+                                            "node.nics.gpudirect": False})
+    figures = topology.machine.nccl
+    assert figures.net_latency == pytest.approx(35e-6)
+    assert figures.reached("network") == pytest.approx(0.8 * 12.5e9)
+    assert not topology.node.spec.nics.gpudirect
+    assert figures.declared == {"net_latency", "reachable.network"}
+    assert topology.node.spec.nics.declared == {"gpudirect"}
+    # and an override equal to the other transport's default still wins over the transport
+    sockets = preset("h100-cluster", nodes=2, **{"node.nics.transport": "socket",
+                                                "node.nics.gpudirect": True})
+    assert sockets.node.spec.nics.gpudirect
+
+
+def test_the_sockets_transport_routes_through_the_host_as_gpudirect_false_does():
+    by_transport = preset("h100-cluster", nodes=2, **{"node.nics.transport": "socket"})
+    by_key = preset("h100-cluster", nodes=2, **{"node.nics.gpudirect": False})
+    assert by_transport.node.to_nic(0) == by_key.node.to_nic(0)
+    assert by_transport.node.to_nic(0) != preset("h100-cluster", nodes=2).node.to_nic(0)
+    assert nccl_system(by_transport) == nccl_system(by_key)
+
+
+def test_a_bad_transport_in_a_file_exits_2_naming_file_key_and_choices(tmp_path, capsys):
+    text = find_topology("a3-mega-cluster").read_text().replace("transport: tcpxo",
+                                                                "transport: tcpxx")
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    err = fails_cleanly(capsys, "topo", "show", path)
+    assert "bad.yaml" in err and "node.nics.transport" in err
+    assert all(name in err for name in TRANSPORTS)
+
+
+def test_a_bad_transport_from_the_command_line_exits_2(capsys):
+    err = fails_cleanly(capsys, "topo", "show", "h100-cluster", "--set",
+                        "node.nics.transport=infiniband")
+    assert "node.nics.transport" in err and "infiniband" in err
+
+
+def test_topo_show_prints_the_transport_and_where_each_figure_came_from(capsys):
+    assert main(["topo", "show", "p4d-efa-cluster", "--no-bisection",
+                 "--set", "nccl.net_latency=35us"]) == 0
+    out = capsys.readouterr().out
+    assert "transport       efa: AWS Elastic Fabric Adapter" in out
+    latency = next(line for line in out.splitlines() if line.startswith("  net latency"))
+    assert "35 us" in latency and "preset override (nccl.net_latency)" in latency
+    assert "the transport's: 75 us" in latency
+    reach = next(line for line in out.splitlines() if line.startswith("  reachable "))
+    assert "100%" in reach and "transport: aws-ofi-nccl" in reach
+
+
+def test_topo_show_of_a_machine_without_nics_prints_no_transport(capsys):
+    assert main(["topo", "show", "l40s-pcie", "--no-bisection"]) == 0
+    assert "transport " not in capsys.readouterr().out
