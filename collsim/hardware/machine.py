@@ -60,6 +60,9 @@ class NcclFigures:
     ``net_latency`` (seconds) is the latency the network plugin reports to NCCL
     (``ncclNetProperties.latency``), which NCCL adds to its network step latency.
     ``pick_scale``: NCCL's choice is made as for this multiple of a call's size (None: 1).
+    ``p2p_level``: NCCL_P2P_LEVEL, ``pxb`` or ``sys`` (None: NCCL's default for the CPU);
+    ``shm_reachable``: what NCCL reaches between GPUs it stages through host memory (B/s on
+    the PCIe reference link; None: ``collsim.nccl.shm.SHM_SHARE`` of the PCIe reach).
     """
 
     launch: float
@@ -73,6 +76,8 @@ class NcclFigures:
     overrides: Mapping[tuple[str, str | None], ProtocolOverride] = field(default_factory=dict)
     nvls_reachable: float | None = None
     pick_scale: float | None = None
+    p2p_level: str | None = None
+    shm_reachable: float | None = None
 
     def reached(self, link_class: str) -> float | None:
         """Bytes/s NCCL reaches on the class's reference link; None if the machine has none."""
