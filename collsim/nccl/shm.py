@@ -8,7 +8,9 @@ SYS when the communicator has at most 2 GPUs. A pair further apart takes SHM
 (``src/transport/shm.cc``): the sender's SMs write into a pinned host buffer on the
 receiver's NUMA node (``NCCL_SHM_LOCALITY`` 2) and the receiver's SMs read it back over PCIe.
 In collsim's PCIe tree a GPU pair crosses a root complex exactly when its route takes a
-switch's uplink, so SHM is charged on ``pcie_uplink`` links (docs/nccl.md#misses).
+switch's uplink, so SHM is charged on ``pcie_uplink`` links (docs/nccl.md#misses). A GPU's
+traffic to a NIC across the root complex takes the same uplinks and is staged through host
+memory too: NCCL's GPUDirect RDMA level (``NCCL_NET_GDR_LEVEL``) also defaults to PXB.
 
 What SHM reaches is a share of what P2P reaches on the same links: 0.75, the ratio NCCL's
 maintainers give for SHM on one socket against P2P under one switch (9 against 12 GB/s on
