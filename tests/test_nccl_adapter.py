@@ -25,7 +25,8 @@ def figures(graph):
 @pytest.mark.parametrize("name, overrides, ring, tree, nvls, channels", [
     # docs/nccl.md#topology-graphs: DGX A100 12 x 20; DGX H100 12 x 30, NVLS 8 heads 40 / 60;
     # DGX B200 16 x 45, NVLS 80 / 90; an H100 node with 8 x 400G NICs 8 x 48 (TREE), NVLS
-    # 40 / 48; an A100 node with 8 x 200G 8 x 24; 2 L40S on PCIe Gen4 2 x 12.
+    # 40 / 48; an A100 node with 8 x 200G 8 x 24; 2 L40S on PCIe Gen4, each on its own root
+    # port (through the Intel root complex: one ring at 20 costs 20 x 1.2 = 24), 1 x 20.
     ("dgx-a100", {}, ("RING", 12, 20, 20), ("BALANCED_TREE", 12, 20, 20), None, 24),
     ("dgx-h100", {}, ("RING", 12, 30, 30), ("BALANCED_TREE", 12, 30, 30),
      ("NVLS", 8, 40, 60), 24),
@@ -36,7 +37,7 @@ def figures(graph):
     ("h100-cluster", {"nodes": 2}, ("RING", 8, 48, 48), ("TREE", 8, 48, 48),
      ("NVLS", 8, 40, 48), 16),
     ("a100-cluster", {"nodes": 2}, ("RING", 8, 24, 24), ("BALANCED_TREE", 8, 30, 24), None, 16),
-    ("l40s-pcie", {"gpus": 2}, ("RING", 2, 12, 12), ("BALANCED_TREE", 2, 12, 12), None, 4),
+    ("l40s-pcie", {"gpus": 2}, ("RING", 1, 20, 20), ("BALANCED_TREE", 1, 20, 20), None, 2),
     ("gb200-nvl72", {}, ("RING", 16, 45, 45), ("BALANCED_TREE", 16, 45, 45),
      ("NVLS", 32, 20, 40), 32),
 ])
@@ -67,7 +68,7 @@ def test_clusters_beyond_the_notes_table():
     ("dgx-a100", {}, DGX_A100),
     ("dgx-h100", {}, DGX_H100),
     ("dgx-b200", {}, DGX_B200),
-    ("l40s-pcie", {"gpus": 2}, L40S_PAIR),
+    ("l40s-pcie", {"gpus": 2, "pcie.gpus_per_switch": 2}, L40S_PAIR),  # a pair under a switch
     ("h100-cluster", {"nodes": 2}, h100_cluster(2)),
     ("a100-cluster", {"nodes": 4}, a100_cluster(4)),
 ])
@@ -123,7 +124,7 @@ def test_nic_paths_follow_the_pcie_tree():
 def test_the_l40s_server_for_any_gpu_count(gpus):
     system = nccl_system(preset("l40s-pcie", gpus=gpus))
     assert (system.gpu_link, system.gpus_per_node, system.pcie_bandwidth) == ("pcie", gpus, 24)
-    assert system.pcie_via_cpu == (gpus > 4)   # beyond one switch of four GPUs
+    assert system.pcie_via_cpu == (gpus > 1)   # each GPU on its own root port
     assert search(system).ring.channels >= 1
 
 

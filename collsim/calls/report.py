@@ -16,6 +16,7 @@ from collsim.nccl.adapter import nccl_system
 from collsim.nccl.choice import choose
 from collsim.nccl.protocols import ProtocolCosts, nccl_figures, protocol_costs
 from collsim.nccl.search import Graph, Graphs, search
+from collsim.nccl.shm import p2p_level, shm_share, stages_through_host
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import SIMPLE_ONLY, TREE_FAMILIES
 from collsim.units import format_size
@@ -51,6 +52,13 @@ def format_nccl(topology: Topology) -> str | None:
             line = figures.line[link_class]
             lines.append(f"  {link_class:<10}{_gbps(line):<14}{_gbps(reached)} "
                          f"({100 * reached / line:.3g}%)")
+    intra_class = "nvlink" if graphs.tree.over_nvlink else "pcie"
+    if stages_through_host(figures, system.ranks // system.nodes, intra_class):
+        share = shm_share(figures)
+        lines.append(f"  {'shm':<10}{'':<14}{_gbps(share * (figures.reached('pcie') or 0))} "
+                     f"({100 * share:.3g}% of pcie's): GPU pairs across a CPU root complex,")
+        lines.append(f"            staged through host memory (NCCL's P2P level "
+                     f"{p2p_level(figures, system.ranks // system.nodes)})")
     lines.append(f"  protocols, for {where} (base: per call; nvlink, pcie, network: "
                  "latency per")
     lines.append("  step by the route's slowest class, instead of the links'; wire: bytes per "
@@ -63,8 +71,7 @@ def format_nccl(topology: Topology) -> str | None:
             if family in SIMPLE_ONLY and protocol != "Simple":
                 continue
             costs = protocol_costs(figures, gpu.arch, system.nodes, family, protocol,
-                                   system.ranks // system.nodes,
-                                   "nvlink" if graphs.tree.over_nvlink else "pcie")
+                                   system.ranks // system.nodes, intra_class)
             lines.append(_protocol_line(costs, figures.line))
     if "nvls" in families and figures.nvls_reachable is not None:
         lines.append(f"  nvls: reaches {figures.nvls_reachable / 1e9:g} GB/s of NVLink (the "

@@ -65,6 +65,9 @@ class NcclFigures:
     ``net_latency`` is its figure unless the file declares one, and the network reaches
     ``transport_reach`` of its line rate unless ``reachable`` holds the class. ``declared``
     names those of the two the file sets itself (``net_latency``, ``reachable.network``).
+    ``p2p_level``: NCCL_P2P_LEVEL, ``pxb`` or ``sys`` (None: NCCL's default for the CPU);
+    ``shm_reachable``: what NCCL reaches between GPUs it stages through host memory (B/s on
+    the PCIe reference link; None: ``collsim.nccl.shm.SHM_SHARE`` of the PCIe reach).
     """
 
     launch: float
@@ -81,6 +84,8 @@ class NcclFigures:
     transport: str | None = None
     transport_reach: float = 1.0
     declared: frozenset[str] = frozenset()
+    p2p_level: str | None = None
+    shm_reachable: float | None = None
 
     def reached(self, link_class: str) -> float | None:
         """Bytes/s NCCL reaches on the class's reference link; None if the machine has none."""

@@ -1,7 +1,8 @@
 """Names of NCCL's algorithms, protocols and modelled collectives, in collsim's spelling and
 NCCL's, and the parsing of NCCL's spellings (NCCL_ALGO / NCCL_PROTO, matched case-insensitively);
-the CPU kinds and NIC paths a machine's ``nccl`` section may name. They sit with the hardware
-because a machine file is checked against them; NCCL's model (collsim.nccl) imports them.
+the CPU kinds, NIC paths and P2P levels a machine's ``nccl`` section may name. They sit with the
+hardware because a machine file is checked against them; NCCL's model (collsim.nccl) imports
+them.
 
 Tuples are in NCCL's index order, which is its tie-break order (docs/nccl.md#tuning-channels):
 on equal model times the earlier algorithm wins, then the earlier protocol.
@@ -18,6 +19,9 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 # What NcclSystem.cpu and NcclSystem.nic_path may be (collsim.nccl.system).
 CPUS = ("intel", "amd", "arm")
 NIC_PATHS = ("pix", "pxb", "phb", "sys")
+# NCCL_P2P_LEVEL values a machine may name: NCCL's default (P2P through PCIe switches, host
+# memory across a CPU's root complex) and P2P everywhere (collsim.nccl.shm).
+P2P_LEVELS = ("pxb", "sys")
 
 # The collectives NCCL's tuner models. Alltoall and send/receive are grouped point-to-point
 # calls that do not go through the tuner (docs/nccl.md#tuning), so the model has nothing to

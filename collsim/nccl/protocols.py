@@ -33,8 +33,9 @@ What goes in (physical, or NCCL's measured engine limits):
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
   line rate); under NVLS on NVLink the machine's ``reachable.nvls``, by default NCCL's
   ``nvlsEfficiency`` x the NVLink reach (0.85 Hopper, 0.74 Blackwell: the NVSwitch's reduce
-  and multicast do not reach the NVLink rate); x the protocol's declared ``efficiency`` (at
-  most 1 on the links).
+  and multicast do not reach the NVLink rate); on a PCIe switch's uplink, where NCCL stages GPU
+  pairs through host memory (:mod:`collsim.nccl.shm`), x SHM's share; x the protocol's
+  declared ``efficiency`` (at most 1 on the links).
 - ``channel_cap`` (payload B/s one channel moves, per GPU) and ``gpu_cap`` (payload B/s a GPU
   moves over all channels): NCCL's per-architecture limits of one SM running a protocol
   (``perChMaxRingLL128Bw``, ``perChMaxTreeLL128Bw``, ``perChMaxTreeBw``, ``perChMaxNVLSTreeBw``)
@@ -58,6 +59,7 @@ from collsim.hardware.machine import CLASS_OF_KIND, LINK_CLASSES, NcclFigures
 from collsim.hardware.nccl_names import PROTOCOLS, algorithm_name, protocol_name
 from collsim.hardware.topology import Link, Topology
 from collsim.nccl import constants as C
+from collsim.nccl.shm import shm_share, stages_through_host
 from collsim.nccl.tuning import SIMPLE_ONLY, TREE_FAMILIES, tree_hops_us
 
 GB = 1e9
@@ -186,6 +188,8 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
     efficiency = {kind: figures.efficiency(c) for kind, c in CLASS_OF_KIND.items()}
     if family in ("nvls", "nvls_tree"):
         efficiency["nvlink"] = nvls_efficiency(figures, row)
+    if stages_through_host(figures, ppn, intra_class):
+        efficiency["pcie_uplink"] *= shm_share(figures)
     channel_cap, gpu_cap = _caps(figures, row, column, nodes, family, protocol)
     channel_cap = overridden("channel_cap", channel_cap)
     gpu_cap = overridden("gpu_cap", gpu_cap)

@@ -17,6 +17,10 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
         network: 96%            #   a NIC's port (default: the NICs' transport's share)
         nvls: 380GB/s           #   optional: NVLS through the NVSwitch (default: NCCL's
                                 #   nvlsEfficiency x the NVLink reach)
+        shm: 18GB/s             #   optional: GPU pairs NCCL stages through host memory
+                                #   (default: 75% of the pcie reach; collsim.nccl.shm)
+      p2p_level: sys            # optional: NCCL_P2P_LEVEL, pxb | sys (default: NCCL's for the
+                                # CPU: pxb, sys on AMD up to 2 GPUs)
       pick_scale: 2             # optional: NCCL chooses algorithm and protocol as for twice
                                 # the size (a calibrated machine's switch points)
       protocols:                # optional overrides of NCCL's constants, per protocol ...
@@ -39,7 +43,7 @@ from typing import Any
 
 from collsim.hardware.kinds.keys import count
 from collsim.hardware.machine import LINK_CLASSES, Gpu, Machine, NcclFigures, ProtocolOverride
-from collsim.hardware.nccl_names import ALGORITHMS, CPUS, NIC_PATHS, PROTOCOLS
+from collsim.hardware.nccl_names import ALGORITHMS, CPUS, NIC_PATHS, P2P_LEVELS, PROTOCOLS
 from collsim.hardware.nodes import NodeSpec
 from collsim.hardware.transports import transport
 from collsim.schema import QUANTITY, at, quantity
@@ -53,7 +57,8 @@ _SHARE = {"type": ["string", "number"]}
 _OVERRIDE = {"latency": _BY_CLASS, "base": QUANTITY, "channel_cap": QUANTITY,
              "gpu_cap": QUANTITY, "efficiency": _SHARE}
 _REACHABLE = {"type": "object",
-              "properties": {**{c: QUANTITY for c in LINK_CLASSES}, "nvls": QUANTITY},
+              "properties": {**{c: QUANTITY for c in LINK_CLASSES}, "nvls": QUANTITY,
+                             "shm": QUANTITY},
               "additionalProperties": False}
 _FAMILY = {"type": "object", "properties": _OVERRIDE, "additionalProperties": False}
 _PROTOCOL = {"type": "object",
@@ -64,7 +69,7 @@ NCCL_SCHEMA = {
     "properties": {
         "launch": QUANTITY, "cpu": {"enum": list(CPUS)}, "nvls": {"type": "boolean"},
         "sharp": {"type": "boolean"}, "nic_path": {"enum": list(NIC_PATHS)},
-        "net_latency": QUANTITY,
+        "net_latency": QUANTITY, "p2p_level": {"enum": list(P2P_LEVELS)},
         "reachable": _REACHABLE, "pick_scale": {"type": "number"},
         "protocols": {"type": "object", "properties": {p: _PROTOCOL for p in PROTOCOLS},
                       "additionalProperties": False},
@@ -97,6 +102,7 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
     declared = frozenset(key for key, given in (
         ("net_latency", data.get("net_latency") is not None),
         ("reachable.network", at(data, ("reachable", "network")) is not None)) if given)
+    shm = _shm_reachable(doc, line.get("pcie"), reachable.get("pcie"), node)
     return Machine(gpu, NcclFigures(
         launch=quantity(doc, ("nccl", "launch"), parse_time),
         cpu=data["cpu"], nvls=bool(data.get("nvls", False)),
@@ -108,7 +114,24 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
         overrides=_overrides(doc), nvls_reachable=nvls, pick_scale=_pick_scale(doc),
         transport=carrier.name if carrier else None,
         transport_reach=float(carrier.reachable.value) if carrier else 1.0,
-        declared=declared))
+        declared=declared, p2p_level=data.get("p2p_level"), shm_reachable=shm))
+
+
+def _shm_reachable(doc: Document, line: float | None, pcie: float | None,
+                   node: KeyPath) -> float | None:
+    """``reachable.shm``: a bandwidth or a share of the PCIe line rate, at most what P2P
+    reaches there (staging through host memory crosses the same links and more)."""
+    path = ("nccl", "reachable", "shm")
+    if at(doc.data, path) is None:
+        return None
+    shm = _reachable(doc, path, line, node, "pcie")
+    p2p = pcie if pcie is not None else line
+    if shm is not None and p2p is not None and shm > p2p * (1 + 1e-9):
+        raise doc.error(path, f"{shm / 1e9:g} GB/s is more than the PCIe reach of "
+                        f"{p2p / 1e9:g} GB/s (reachable.pcie): a transfer staged through host "
+                        "memory crosses the same PCIe links as a direct one, and host memory "
+                        "besides; lower it")
+    return shm
 
 
 PICK_SCALES = (1 / 16, 16)  # beyond these NCCL's model would not be describing the machine
