@@ -4,7 +4,6 @@ link."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
@@ -95,15 +94,10 @@ def test_lockstep_on_a_cluster_and_the_fallback_with_several_lanes():
     quick, full = both(topology, "allreduce", 24, 3 << 20, {"channels": 1}, costs)
     assert quick.path == "lockstep"
     same(quick, full)
-    # NCCL's costs: 4 MiB of slots a connection, each step's message fits; with the
-    # proxy's posts queued per GPU (net_post) the events run, without them lockstep.
+    # NCCL's costs: 4 MiB of slots a connection, each step's message fits.
     nccl = cost_model(topology, "ring", "Simple")
     assert 0 < buffered(nccl) < math.inf
     quick, full = both(topology, "allreduce", 24, 3 << 20, {"channels": 1}, nccl)
-    assert quick.path == "full"
-    same(quick, full)
-    quick, full = both(topology, "allreduce", 24, 3 << 20, {"channels": 1},
-                       dataclasses.replace(nccl, net_post=0.0))
     assert quick.path == "lockstep"
     same(quick, full)
     quick, full = both(topology, "allreduce", 24, 3 << 20, {"channels": 4})

@@ -69,8 +69,6 @@ class BufferedSends:
     _op_done: Callable[[RankState], None]                 # the call's
     _combine: Callable[[RankState, int, int], None]       # Combines'
     _capped_route: Callable[[int, int, int], Route]       # CapLinks'
-    net_post: float
-    _posted: Callable[[int, int, int, Route | None], Route | None]  # ProxyPosts'
 
     def _send_buffered(self, state: RankState, send: Send, key: tuple) -> None:
         """Post a buffered send: it starts now if its receive is posted or its connection's
@@ -112,8 +110,6 @@ class BufferedSends:
         sender, send = message.sender, message.send
         self.transfers += 1
         route = self._capped_route(sender.gpu, target, send.lane) if self.capped else None
-        if self.net_post > 0:
-            route = self._posted(sender.gpu, target, send.lane, route)
         line = (self, sender.gpu, target, send.lane) if send.ordered else None
         self.fabric.transfer(sender.gpu, target, message.size, self._arrived, message,
                              route, line, self._drained)

@@ -23,12 +23,6 @@ connection's receiver buffers ahead of its receive, as NCCL's slots do: a send t
 starts when it is posted, without waiting for its receive, and completes when its last byte
 has left. 0 (MessageCosts' default) is the rendezvous of the closed forms: a message moves
 once both sides are posted and its send completes on delivery.
-
-A fourth field, ``net_post`` (read by :func:`proxy_post`), is the seconds a GPU's network
-proxy spends posting one message of one channel to the network (NCCL's per-step "network
-post overhead"): one proxy thread serves all of a GPU's channels, so these posts run one
-after another and a message crossing the network waits for the posts queued before its own
-(docs/misses.md#proxy). 0 (the default) posts for free.
 """
 
 from __future__ import annotations
@@ -50,7 +44,6 @@ class CostModel(Protocol):
     channel_cap: float | None   # payload bytes/s one NCCL channel moves at most; None: no cap
     gpu_cap: float | None       # payload bytes/s a GPU's channels move together; None: no cap
     send_buffer: float          # payload bytes a connection buffers ahead of its receive
-    net_post: float             # seconds a GPU's proxy spends posting one network message
 
     def latency(self, links: Sequence[Link]) -> float:
         """Seconds a message pays once over a route of these links, in order."""
@@ -78,7 +71,6 @@ class MessageCosts:
     channel_cap: float | None = None  # payload bytes/s one NCCL channel moves at most
     gpu_cap: float | None = None      # payload bytes/s a GPU's channels move together at most
     send_buffer: float = 0.0  # payload bytes a connection buffers ahead of its receive
-    net_post: float = 0.0     # seconds a GPU's proxy spends posting one network message
 
     def latency(self, links: Sequence[Link]) -> float:
         total, per_hop = self.per_message, self.per_hop
@@ -108,13 +100,6 @@ def buffered(model: CostModel) -> float:
     return float(model.send_buffer)
 
 
-def proxy_post(model: CostModel) -> float:
-    """Seconds ``model`` charges a GPU's network proxy per channel of a message that crosses
-    the network (module docstring); 0 when posting costs nothing. A model without the field
-    posts for free."""
-    return float(getattr(model, "net_post", 0.0))
-
-
 def channel_bandwidth(model: CostModel, link: Link) -> float:
     """Payload bytes per second ``link`` carries under ``model``."""
     return model.bandwidth(link) / model.wire_ratio
@@ -140,8 +125,6 @@ def path_costs(topology: Topology, model: CostModel) -> tuple[float, float] | No
     figures = topology.path_parameters()
     if any(cap is not None for cap in caps(model)):
         return None  # a capped channel or GPU is a bottleneck no closed form knows
-    if proxy_post(model) > 0 and topology.nodes > 1:
-        return None  # a proxy's queue of posts is a cost no closed form knows
     if figures is None or topology.gpus < 2:
         return figures
     links = topology.links

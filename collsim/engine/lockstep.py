@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collsim.engine.costs import buffered, caps, proxy_post
+from collsim.engine.costs import buffered, caps
 from collsim.engine.fabric import Fabric
 from collsim.program import Copy, Job, ProgramFactory, Recv, Send
 
@@ -72,12 +72,10 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
     the steps do not fit the lockstep path (two pairs of a pattern on one link, a transfer
     that would meet an earlier one still on a link, helper ranks, an exchange whose ranks
     are not each one sender and one receiver, a buffered send that may find its buffer full:
-    :class:`Room`, network posts queued on a proxy)."""
+    :class:`Room`)."""
     p = job.nranks
     if job.helpers or len(gpus) != p:
         return None
-    if proxy_post(fabric.costs) > 0 and len({fabric.topology.node_of[g] for g in gpus}) > 1:
-        return None  # a proxy's queue of network posts is timed by the events alone
     ready = np.full(p, start, dtype=np.float64)
     # When each GPU's reduction unit (of a lane) is free, as the engine's reduce_free_at.
     free: dict[int, np.ndarray] = {}

@@ -46,12 +46,11 @@ import simpy
 from collsim.engine.buffers import BufferedSends, Connection, Posted
 from collsim.engine.caplinks import CapLinks, Route
 from collsim.engine.combines import Combines
-from collsim.engine.costs import IDEAL, CostModel, buffered, caps, proxy_post
+from collsim.engine.costs import IDEAL, CostModel, buffered, caps
 from collsim.engine.fabric import Fabric
 from collsim.engine.loop import call_later, clock
 from collsim.engine.maxmin import Channel
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
-from collsim.engine.proxy import ProxyPosts
 from collsim.engine.rendezvous import Rendezvous, bad_count, bad_peer, deadlock_message
 from collsim.errors import SimulationError
 from collsim.hardware.topology import Topology
@@ -161,7 +160,7 @@ class Simulation:
         self.check()
 
 
-class Call(BufferedSends, Combines, CapLinks, ProxyPosts):
+class Call(BufferedSends, Combines, CapLinks):
     """One collective call on a :class:`Simulation` (made by :meth:`Simulation.call`)."""
 
     def __init__(self, simulation: Simulation, job: Job, gpus: Sequence[int],
@@ -201,11 +200,6 @@ class Call(BufferedSends, Combines, CapLinks, ProxyPosts):
         self.capped = self.channel_cap is not None or self.gpu_cap is not None
         self._routes: dict[tuple[int, int, int], Route] = {}
         self._virtual: dict[tuple[int, int], Channel] = {}
-        # Seconds a GPU's proxy spends posting a channel's network message (0: free), and
-        # when each GPU's proxy is free again (collsim.engine.proxy).
-        self.net_post = proxy_post(simulation.costs)
-        self._proxy_free: dict[int, float] = {}
-        self._crossing: dict[tuple[int, int], bool] = {}
         # Peers a rank may name, and, when only representatives of orbits run, how their
         # sends and receives meet (collsim.engine.symmetry.OrbitKeys); None: rank to rank.
         self._peer_bound = self.nranks
@@ -307,7 +301,7 @@ class Call(BufferedSends, Combines, CapLinks, ProxyPosts):
         fabric, nranks, itemsize, capped = self.fabric, self._peer_bound, self.itemsize, self.capped
         transfer, delivered = fabric.transfer, self._delivered
         meet_send, meet_recv = self._rendezvous.send, self._rendezvous.recv
-        orbits, buffering, posting = self._orbits, self.send_buffer > 0, self.net_post > 0
+        orbits, buffering = self._orbits, self.send_buffer > 0
         moved = 0
         while ready:
             state = ready.popleft()
@@ -366,8 +360,6 @@ class Call(BufferedSends, Combines, CapLinks, ProxyPosts):
                         orbits.target(receiver.rank, key)
                     route = self._capped_route(sender.gpu, target, send.lane) if capped \
                         else None
-                    if posting:
-                        route = self._posted(sender.gpu, target, send.lane, route)
                     # An ordered send goes in order on its connection, one line per call.
                     line = (self, sender.gpu, target, send.lane) if send.ordered else None
                     transfer(sender.gpu, target, send.count * itemsize, delivered,

@@ -28,12 +28,6 @@ What goes in (physical, or NCCL's measured engine limits):
   4.4 MiB LL128, 4 MiB Simple; ``constants.BUFFER_BYTES``): a sender writes into them before
   its receiver reaches the message, so a send that fits starts when posted and completes
   when its bytes have left (:mod:`collsim.engine.costs`).
-- ``net_post``: seconds a GPU's network proxy spends posting one channel's step, NCCL's own
-  "network post overhead" (``getNetOverhead`` in src/graph/tuning.cc: 1 µs on Intel and Arm
-  CPUs, 2 µs on AMD), three times with Simple, as NCCL's model charges it; only across nodes.
-  One proxy thread posts every channel's steps of a GPU in turn, so the engine queues them
-  (:mod:`collsim.engine.proxy`, docs/misses.md#proxy); NCCL's model charges the same figure
-  as a floor under every step of a multi-node ring.
 - ``wire_ratio``: LL sends 8 data bytes per 16-byte line (2.0), LL128 120 per 128 (128/120),
   Simple 1.0.
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
@@ -50,8 +44,7 @@ What goes in (physical, or NCCL's measured engine limits):
 What stays out (NCCL's model fudge, kept in :mod:`collsim.nccl.tuning` only, where NCCL uses it
 to choose): LL128's 0.92 (the wire ratio is 0.9375), Tree LL's /3.8 and LL128's 7/9 on one node,
 the plain tree's x0.85, PAT's x0.75, CollNet's head ratios, NVLS's (nch - 1)/nch, the tree
-correction by size, the ring plateau x1.4, and the multi-node ring's ``netOverhead`` floor
-(the engine charges that figure as the proxy's posts instead, ``net_post`` above).
+correction by size, the ring plateau x1.4, and the multi-node ring's ``netOverhead`` floor.
 """
 
 from __future__ import annotations
@@ -97,7 +90,6 @@ class ProtocolCosts:
     per_call: float = 0.0                        # NCCL figures charged once per call
     own_latency: tuple[str, ...] = ()           # classes whose messages pay the links' own
     send_buffer: float = 0.0    # payload bytes of a connection's slots (NCCL's buffer size)
-    net_post: float = 0.0       # seconds a GPU's proxy spends posting one channel's step
 
     @property
     def launch(self) -> float:
@@ -129,7 +121,7 @@ class ProtocolCosts:
                       for c, s in zip(LINK_CLASSES, self.step_latency, strict=True))
         return (self.family, self.protocol, steps, tuple(sorted(self.efficiency.items())),
                 self.wire_ratio, self.channel_cap, self.gpu_cap, self.nodes, self.own_latency,
-                self.send_buffer, self.net_post)
+                self.send_buffer)
 
 
 def nccl_figures(topology: Topology) -> NcclFigures | None:
@@ -216,15 +208,7 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         family, protocol, figures.launch,
         overridden("base", C.BASE_LATENCY_US[family][p] * US),
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
-        channel_cap, gpu_cap, nodes, per_call, own, buffer_payload(protocol),
-        net_post_seconds(figures.cpu, protocol) if nodes > 1 else 0.0)
-
-
-def net_post_seconds(cpu: str, protocol: str) -> float:
-    """Seconds a GPU's proxy spends posting one network step: NCCL's net overhead for the
-    CPU vendor, three times with Simple (src/graph/tuning.cc, ``getNetOverhead``)."""
-    overhead = C.NET_OVERHEAD_US[cpu] * US
-    return overhead * C.NET_OVERHEAD_SIMPLE_FACTOR if protocol == "Simple" else overhead
+        channel_cap, gpu_cap, nodes, per_call, own, buffer_payload(protocol))
 
 
 def buffer_payload(protocol: str) -> float:
