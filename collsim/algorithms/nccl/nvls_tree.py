@@ -7,10 +7,12 @@ form NCCL's double binary tree over node positions (:func:`~collsim.nccl.layout.
 each head combines its children's slices into its own and passes it up while the root sends
 the global sum down; every head hands the global sum to its NVSwitch, which multicasts the
 chunk to the node's GPUs. NCCL's NVLS channel c climbs tree ``c mod 2`` (``connect.cc``,
-``connectNvls``) and every channel carries a share of every slice, so chunk i of each slice
-goes through tree ``i mod 2``: each head's NIC carries both trees, and the node inner in one
-is a leaf in the other. Chunks pipeline through the whole path (NVLS's 128 KiB per channel
-by default; one lane of all channels). On one node this is ``nvls``.
+``connectNvls``) and loops over a region of its own (``ncclCollCbdPart``), so half of every
+loop (the even channels' share) climbs one tree while the other half climbs the other:
+each loop is cut in two, chunk 2i going through tree 0 and chunk 2i+1 through tree 1, both
+trees busy from the first loop on; each head's NIC carries both trees, and the node inner
+in one is a leaf in the other. Chunks pipeline through the whole path (NVLS's 128 KiB per
+channel by default; one lane of all channels). On one node this is ``nvls``.
 
 Not modelled: NCCL's split of the heads' threads between tree up and down by channel; the
 tree's chunk size differing from NVLS's inside the node (``NCCL_NVLSTREE_MAX_CHUNKSIZE``).
@@ -62,6 +64,12 @@ def depth(tree: Tree) -> int:
     return deepest
 
 
+def tree_halves(job: Job, stages: int) -> list[tuple[int, int]]:
+    """NCCL's loops across nodes (:func:`lane_chunks`), each cut in two: the half of the
+    even channels, which climbs tree 0, then the half of the odd ones, which climbs tree 1."""
+    return [half for loop in lane_chunks(job, stages) for half in slices(loop, 2)]
+
+
 def _program(rank: int, job: Job) -> Program:
     p = job.nranks
     if p == 1:
@@ -71,7 +79,7 @@ def _program(rank: int, job: Job) -> Program:
         yield from one_node_allreduce(rank, job)
         return
     trees = double_tree(len(nodes))
-    cs = lane_chunks(job, 4 + 2 * max(depth(t) for t in trees))
+    cs = tree_halves(job, 4 + 2 * max(depth(t) for t in trees))
     if rank >= p:
         yield from node_switch(job, nodes, rank - p, cs)
         return
@@ -82,7 +90,7 @@ def _program(rank: int, job: Job) -> Program:
     for h in headed(rank, nodes[node], m):
         piece = [slices(c, m)[h] for c in cs]
         up, down = TREE_UP.part(h, m), TREE_DOWN.part(h, m)
-        for t, tree in enumerate(trees):  # chunk i of every slice goes through tree i mod 2
+        for t, tree in enumerate(trees):  # half t of every loop goes through tree t
             chunks = range(t, len(piece), 2)
             if not chunks:
                 continue
