@@ -228,13 +228,24 @@ def test_every_loop_climbs_both_trees_half_each():
     assert half_slices == {"n0": {2.0}, "n1": {4.0}, "n2": {4.0}, "n3": {2.0}}
 
 
-def test_tree_halves_cut_each_loop_in_two_in_order():
-    job = Job("allreduce", 16, 3 * 2 * 8 * 1000 + 5, params={"channels": 2, "chunk_size": 4000},
+@pytest.mark.parametrize(("channels", "even"), [(2, 1 / 2), (3, 2 / 3), (16, 1 / 2)])
+def test_tree_halves_cut_each_loop_by_the_channels_of_each_tree(channels, even):
+    """Channels c climb tree c mod 2: of 3 channels, 2 climb tree 0 with 2/3 of each loop."""
+    count = 3 * channels * 8 * 1000 + 5
+    job = Job("allreduce", 16, count, params={"channels": channels, "chunk_size": 4000},
               nodes=(0,) * 8 + (1,) * 8)
     loops = lane_chunks(job, 6)
-    halves = tree_halves(job, 6)
-    assert len(loops) == 4 and len(halves) == 8
+    regions, trees = tree_halves(job, 6)
+    assert len(loops) == 4 and trees == [0, 1] * 4
     for i, (offset, count) in enumerate(loops):
-        first, second = halves[2 * i], halves[2 * i + 1]
-        assert first[0] == offset and first[0] + first[1] == second[0]
-        assert second[0] + second[1] == offset + count and abs(first[1] - second[1]) <= 1
+        first, second = regions[2 * i], regions[2 * i + 1]
+        assert first == (offset, count * ((channels + 1) // 2) // channels)
+        assert second == (offset + first[1], count - first[1])
+        assert first[1] == pytest.approx(count * even, abs=1)
+
+
+def test_one_channel_climbs_tree_0_alone():
+    job = Job("allreduce", 16, 3 * 8 * 1000, params={"channels": 1, "chunk_size": 4000},
+              nodes=(0,) * 8 + (1,) * 8)
+    regions, trees = tree_halves(job, 6)
+    assert regions == lane_chunks(job, 6) and trees == [0, 0, 0]
