@@ -10,6 +10,7 @@ import pytest
 
 from collsim.algorithms import REGISTRY
 from collsim.algorithms.nccl.nvls import lane_chunks, nvls_allreduce_job, nvls_one_node_job
+from collsim.algorithms.nccl.nvls_tree import tree_halves
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.engine.costs import IDEAL
 from collsim.engine.data import check_algorithm
@@ -206,3 +207,45 @@ def test_auto_runs_nvls_with_nccls_chunk_and_a_given_one_wins():
     smaller = simulate(topology, "allreduce", "nvls", 8, 16 << 20).time_s
     larger = simulate(topology, "allreduce", "nvls", 8, 16 << 20, {"chunk_size": 128 << 10})
     assert smaller != larger.time_s
+
+
+def test_every_loop_climbs_both_trees_half_each():
+    """NCCL's NVLS channel c climbs tree c mod 2 and every channel loops over its own region,
+    so one loop on 4 nodes sends half of each slice up each tree. Tree 0 is 0 <- 2 <- {1, 3},
+    tree 1 its mirror 3 <- 1 <- {2, 0}; a head moves one half-slice (n/16 on 8 heads) a
+    hop each way: an inner node 3 hops in one tree and 1 in the other, the others 1 + 1.
+    Sent whole through tree 0 alone the loop would load node 2's NICs with 3 slices (6 half-
+    slices) and node 1's with 1 (2)."""
+    topology = load_topology("topologies/h100-cluster.yaml", {"nodes": 4})
+    n = 2 * 8 * 16384  # 2 channels x 8 heads x 16 KiB: one loop
+    recorded = record_call(topology, "allreduce", "nvls_tree", 32, n,
+                           {"channels": 2, "chunk_size": 16384}, costs=IDEAL)
+    half_slices: dict[str, set[float]] = {}
+    for load in link_loads(recorded.fabric):
+        if load.link.kind == "nic":
+            node = load.link.name.replace("leaf0->", "").split(".")[0]
+            half_slices.setdefault(node, set()).add(load.bytes / (n / 16))
+    assert half_slices == {"n0": {2.0}, "n1": {4.0}, "n2": {4.0}, "n3": {2.0}}
+
+
+@pytest.mark.parametrize(("channels", "even"), [(2, 1 / 2), (3, 2 / 3), (16, 1 / 2)])
+def test_tree_halves_cut_each_loop_by_the_channels_of_each_tree(channels, even):
+    """Channels c climb tree c mod 2: of 3 channels, 2 climb tree 0 with 2/3 of each loop."""
+    count = 3 * channels * 8 * 1000 + 5
+    job = Job("allreduce", 16, count, params={"channels": channels, "chunk_size": 4000},
+              nodes=(0,) * 8 + (1,) * 8)
+    loops = lane_chunks(job, 6)
+    regions, trees = tree_halves(job, 6)
+    assert len(loops) == 4 and trees == [0, 1] * 4
+    for i, (offset, count) in enumerate(loops):
+        first, second = regions[2 * i], regions[2 * i + 1]
+        assert first == (offset, count * ((channels + 1) // 2) // channels)
+        assert second == (offset + first[1], count - first[1])
+        assert first[1] == pytest.approx(count * even, abs=1)
+
+
+def test_one_channel_climbs_tree_0_alone():
+    job = Job("allreduce", 16, 3 * 8 * 1000, params={"channels": 1, "chunk_size": 4000},
+              nodes=(0,) * 8 + (1,) * 8)
+    regions, trees = tree_halves(job, 6)
+    assert regions == lane_chunks(job, 6) and trees == [0, 0, 0]

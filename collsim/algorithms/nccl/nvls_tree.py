@@ -7,10 +7,12 @@ form NCCL's double binary tree over node positions (:func:`~collsim.nccl.layout.
 each head combines its children's slices into its own and passes it up while the root sends
 the global sum down; every head hands the global sum to its NVSwitch, which multicasts the
 chunk to the node's GPUs. NCCL's NVLS channel c climbs tree ``c mod 2`` (``connect.cc``,
-``connectNvls``) and every channel carries a share of every slice, so chunk i of each slice
-goes through tree ``i mod 2``: each head's NIC carries both trees, and the node inner in one
-is a leaf in the other. Chunks pipeline through the whole path (NVLS's 128 KiB per channel
-by default; one lane of all channels). On one node this is ``nvls``.
+``connectNvls``) and loops over a region of its own (``ncclCollCbdPart``), so every loop
+is cut in two: the even channels' share climbs tree 0 while the odd ones' climbs tree 1
+(with one channel, all of it tree 0), both trees busy from the first loop on; each head's
+NIC carries both trees, and the node inner in one is a leaf in the other. Chunks pipeline
+through the whole path (NVLS's 128 KiB per channel by default; one lane of all channels).
+On one node this is ``nvls``.
 
 Not modelled: NCCL's split of the heads' threads between tree up and down by channel; the
 tree's chunk size differing from NVLS's inside the node (``NCCL_NVLSTREE_MAX_CHUNKSIZE``).
@@ -62,6 +64,23 @@ def depth(tree: Tree) -> int:
     return deepest
 
 
+def tree_halves(job: Job, stages: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """NCCL's loops across nodes (:func:`lane_chunks`), each cut in two: the share of the
+    even channels, which climbs tree 0, then that of the odd ones, which climbs tree 1 (none
+    with one channel); and the tree each region climbs."""
+    channels = channels_of(job)
+    even = (channels + 1) // 2
+    regions: list[tuple[int, int]] = []
+    trees: list[int] = []
+    for offset, count in lane_chunks(job, stages):
+        first = count * even // channels
+        for tree, region in enumerate(((offset, first), (offset + first, count - first))):
+            if region[1] > 0 or tree == 0:
+                regions.append(region)
+                trees.append(tree)
+    return regions, trees
+
+
 def _program(rank: int, job: Job) -> Program:
     p = job.nranks
     if p == 1:
@@ -71,7 +90,7 @@ def _program(rank: int, job: Job) -> Program:
         yield from one_node_allreduce(rank, job)
         return
     trees = double_tree(len(nodes))
-    cs = lane_chunks(job, 4 + 2 * max(depth(t) for t in trees))
+    cs, climbs = tree_halves(job, 4 + 2 * max(depth(t) for t in trees))
     if rank >= p:
         yield from node_switch(job, nodes, rank - p, cs)
         return
@@ -82,8 +101,8 @@ def _program(rank: int, job: Job) -> Program:
     for h in headed(rank, nodes[node], m):
         piece = [slices(c, m)[h] for c in cs]
         up, down = TREE_UP.part(h, m), TREE_DOWN.part(h, m)
-        for t, tree in enumerate(trees):  # chunk i of every slice goes through tree i mod 2
-            chunks = range(t, len(piece), 2)
+        for t, tree in enumerate(trees):  # the even channels' share climbs tree 0
+            chunks = [i for i, climb in enumerate(climbs) if climb == t]
             if not chunks:
                 continue
             above = tree.parent[node]
