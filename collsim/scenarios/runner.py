@@ -59,6 +59,7 @@ class RunOptions:
     scheduler: str | None = None
     figures: bool = True
     progress: bool | None = None
+    exact: bool = False  # --exact: the full simulation's times (as the scenario's exact: true)
 
 
 @dataclass
@@ -213,7 +214,7 @@ def _start_info(out: Path, scenario: Scenario, options: RunOptions, columns: lis
                 points={"total": total, "done": None}, notes=notes)
     info.setdefault("sessions", []).append(
         {"started": now(), "finished": None, "jobs": options.jobs, "executor": options.executor,
-         "status": "running"})
+         "exact": options.exact or scenario.exact, "status": "running"})
     write_info(out, info)
     return info
 
@@ -240,7 +241,8 @@ def _finish(out: Path, table: Path, created: bool, order: dict[tuple[str, ...], 
 
 
 def _execute(points: list[Point], scenario: Scenario, options: RunOptions) -> Iterator[Any]:
-    batcher = Batcher(points, options.jobs, scenario.name, tuple(scenario.topologies))
+    batcher = Batcher(points, options.jobs, scenario.name, tuple(scenario.topologies),
+                      exact=options.exact or scenario.exact)
     if options.executor == "dask":
         if not options.scheduler:
             raise InputError("--executor dask needs --scheduler ADDRESS (host:port of a running "
