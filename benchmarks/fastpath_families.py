@@ -82,8 +82,8 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="*", default=["1MiB", "64MiB", "1GiB"])
     parser.add_argument("--max-work", default="16GiB",
                         help="skip cases whose GPUs x size exceeds this (default 16GiB: 1 GiB "
-                             "on 16 GPUs, 64 MiB on 256), which keep the default run near "
-                             "15 minutes; 0: no limit")
+                             "on 16 GPUs, 64 MiB on 256), whose full runs take minutes each; "
+                             "0: no limit")
     parser.add_argument("--routings", nargs="*", default=list(ROUTINGS), choices=list(ROUTINGS))
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -174,3 +174,12 @@ def test_a_scenario_exact_that_is_not_true_or_false_exits_2(tmp_path, capsys):
     assert main(["run", str(scenario), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "scenario.yaml" in err and "exact" in err and "boolean" in err
+
+
+def test_resume_keeps_to_the_way_the_table_was_run(tmp_path, capsys):
+    run_paths(tmp_path, SCENARIO, "--exact")
+    argv = ["run", str(tmp_path / "scenario.yaml"), "--out", str(tmp_path / "out"),
+            "--no-figures", "--resume"]
+    assert main(argv) == 2
+    assert "run.json was run with --exact" in capsys.readouterr().err
+    assert main(argv + ["--exact"]) == 0
