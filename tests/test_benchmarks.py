@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import algorithms  # noqa: E402
 import engine  # noqa: E402
+import fastpath_families  # noqa: E402
 import rate_floor  # noqa: E402
 import scale  # noqa: E402
 import tree_symmetry  # noqa: E402
@@ -55,3 +56,13 @@ def test_the_double_tree_leaves_no_two_nodes_alike_where_one_tree_does(n):
     assert tree_symmetry.classes((first,), n) < n
     assert tree_symmetry.classes((first, second), n) == n
     assert tree_symmetry.classes((tree_symmetry.ring(n),), n) == 1
+
+
+def test_the_families_benchmark_times_the_same_call_on_every_rank_s_events():
+    """Its reference is the events (path full) and, for an exact path, the same time."""
+    quick = fastpath_families.one("ring", "dmodk", 16, "1MiB", False)
+    events = fastpath_families.one("ring", "dmodk", 16, "1MiB", True)
+    assert events["path"] == "full" and not events["fallback"]
+    assert quick["time_s"] == events["time_s"]
+    for family in ("nvls", "pat"):  # each on the machine it needs (SHARP, a GPU a node)
+        assert fastpath_families.one(family, "dmodk", 16, "1MiB", False)["time_s"] > 0

@@ -118,3 +118,68 @@ def test_a_call_larger_than_the_measured_ones_runs_in_full(cluster, monkeypatch)
     assert result.path == "full"
     assert result.fallback == f"pipeline: {cluster.gpus} ranks: its error is measured up to " \
                               f"{cluster.gpus - 8:,}"
+
+
+def test_auto_keeps_the_reason_the_pipeline_path_declined(capsys):
+    # Hash ECMP puts more of the trees' hops on an uplink than the references have; auto picks
+    # NVLSTree at 64 MiB, and its row says why it ran in full, as the algorithm's own does.
+    argv = ["estimate", "-t", "h100-cluster", "--set", "nodes=24", "-c", "allreduce", "-p",
+            "192", "-s", "64MiB", "--json"]
+    assert main(argv + ["-a", "auto"]) == 0
+    chosen = json.loads(capsys.readouterr().out)
+    assert main(argv + ["-a", "nvls_tree"]) == 0
+    named = json.loads(capsys.readouterr().out)
+    assert (chosen["selected"], chosen["path"]) == ("nvls_tree", "full")
+    assert chosen["fallback"] == named["fallback"]
+    assert chosen["fallback"].startswith("pipeline: ")
+
+
+SCENARIO = f"""\
+name: tree-at-24
+topologies: [{CLUSTER}]
+collectives: [allreduce]
+algorithms: [nvls_tree]
+sweep:
+  size: [1MiB]
+  set: {{nodes: [24], fabric.routing: [dmodk]}}
+"""
+
+
+def run_paths(tmp_path: Path, text: str, *options: str) -> tuple[dict, float]:
+    """``collsim run`` of the scenario ``text``: run.json's points per path, and the time."""
+    from collsim.output.table import read_table
+
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(text)
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--out", str(out), "--no-figures", "--force",
+                 *options]) == 0
+    _, rows = read_table(out / "results.csv")
+    return json.loads((out / "run.json").read_text())["paths"], rows[0]["time_s"]
+
+
+def test_run_exact_runs_every_point_in_full(tmp_path):
+    paths, fast = run_paths(tmp_path, SCENARIO)
+    assert paths == {"pipeline": 1}
+    paths, full = run_paths(tmp_path, SCENARIO, "--exact")
+    assert paths == {"full": 1}
+    paths, from_file = run_paths(tmp_path, SCENARIO + "exact: true\n")
+    assert paths == {"full": 1} and from_file == full
+    assert fast == pytest.approx(full, rel=BOUND) and fast != full
+
+
+def test_a_scenario_exact_that_is_not_true_or_false_exits_2(tmp_path, capsys):
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(SCENARIO + "exact: yes please\n")
+    assert main(["run", str(scenario), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "scenario.yaml" in err and "exact" in err and "boolean" in err
+
+
+def test_resume_keeps_to_the_way_the_table_was_run(tmp_path, capsys):
+    run_paths(tmp_path, SCENARIO, "--exact")
+    argv = ["run", str(tmp_path / "scenario.yaml"), "--out", str(tmp_path / "out"),
+            "--no-figures", "--resume"]
+    assert main(argv) == 2
+    assert "run.json was run with --exact" in capsys.readouterr().err
+    assert main(argv + ["--exact"]) == 0

@@ -85,3 +85,14 @@ def test_dmodk_takes_the_spine_of_the_destination_nic_and_ecmp_does_not():
         assert spines and all(spines) == expect_all
     with pytest.raises(InputError, match="fabric.routing"):
         load_topology(file, {"nodes": 8, "fabric.routing": "random"})
+
+
+def test_dmodk_routes_to_a_switch_endpoint():
+    """A helper rank on a leaf (NVLS across nodes with SHARP) is a destination D-mod-k
+    numbers too, and the NICs keep their spines."""
+    file = Path(__file__).resolve().parent.parent / "topologies" / "h100-cluster.yaml"
+    topology = load_topology(file, {"nodes": 8, "fabric.routing": "dmodk"})
+    leaf = topology.endpoint("leaf1")
+    route = topology.route(0, leaf)  # GPU 0 on leaf 0, up a spine, down to leaf 1
+    assert topology.links[route[-1]].dst == "leaf1"
+    assert any(topology.links[i].dst.startswith("spine") for i in route)

@@ -42,6 +42,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="Dask scheduler address, e.g. tcp://10.0.0.5:8786")
     parser.add_argument("--no-figures", action="store_true", help="write the table only")
+    parser.add_argument("--exact", action="store_true",
+                        help="every point on the full simulation's times, as the scenario's "
+                             "'exact: true': no pipeline path (docs/engine.md); run.json "
+                             "counts the points per path")
     parser.add_argument("--format", choices=("csv", "nccl-tests"), default="csv",
                         help="nccl-tests: also write DIR/results.nccl-tests.txt, the results "
                              "as nccl-tests tables (one per topology, algorithm, collective, "
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: writing to {Path.cwd() / out} (no --out given)", file=sys.stderr)
     options = RunOptions(out=out, jobs=args.jobs or os.cpu_count() or 1, resume=args.resume,
                          force=args.force, executor=args.executor, scheduler=args.scheduler,
-                         figures=not args.no_figures)
+                         figures=not args.no_figures, exact=args.exact)
     try:
         report = run_scenario(scenario, options)
     except KeyboardInterrupt as exc:

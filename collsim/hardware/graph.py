@@ -135,8 +135,12 @@ class Router:
         self._succ: dict | None = None  # adjacency of the core graph, made on first use
         self._dmodk: dict[str, int] | None = None
         if graph.routing == "dmodk":  # endpoints numbered, vertices ordered, as added
+            # Switches are numbered after the endpoints: a helper rank on one (SHARP) is a
+            # destination too, and the endpoints keep their numbers.
+            vertices = graph.vertices.values()
             self._dmodk = {name: i for i, name in enumerate(
-                v.name for v in graph.vertices.values() if not v.transit)}
+                [v.name for v in vertices if not v.transit]
+                + [v.name for v in vertices if v.transit])}
             self._order = {name: i for i, name in enumerate(graph.vertices)}
         self._pred: dict = {}
         self._out: dict[str, tuple[object, int]] = {}

@@ -27,12 +27,14 @@ class Batcher:
     """Cuts the pending points into batches sized from the measured time per point."""
 
     def __init__(self, points: Sequence[Point], workers: int, scenario: str,
-                 sources: tuple[TopologySource, ...], target: float = TARGET_SECONDS) -> None:
+                 sources: tuple[TopologySource, ...], target: float = TARGET_SECONDS,
+                 exact: bool = False) -> None:
         self._points = list(points)
         self._next = 0
         self.workers = max(1, workers)
         self._scenario, self._sources = scenario, sources
         self._target = target
+        self._exact = exact  # every batch on the full simulation's times
         self._seconds = 0.0
         self._measured = 0
 
@@ -55,7 +57,7 @@ class Batcher:
         size = self.size()
         points = tuple(self._points[self._next:self._next + size])
         self._next += len(points)
-        return Batch(self._scenario, self._sources, points)
+        return Batch(self._scenario, self._sources, points, self._exact)
 
 
 def run_here(batcher: Batcher) -> Iterator[BatchResult]:

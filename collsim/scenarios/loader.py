@@ -143,7 +143,7 @@ class _Reader:
             ranks=ranks, settings=settings, params=params, where=where, figures=figures,
             formats=list(self.data.get("formats") or DEFAULT_FORMATS),
             digest=self.digest(sources), quick=self.quick,
-            description=self.data.get("description", ""),
+            description=self.data.get("description", ""), exact=self.data.get("exact", False),
             paths={key: self.source(key) for key in ("size", "ranks", "set", "param", "where")},
         )
 

@@ -72,6 +72,7 @@ class Scenario:
     digest: str
     quick: bool = False
     description: str = ""
+    exact: bool = False  # every point on the full simulation's times (no pipeline path)
     paths: dict[str, KeyPath] = field(default_factory=dict)
 
     def __repr__(self) -> str:

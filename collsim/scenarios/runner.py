@@ -59,6 +59,7 @@ class RunOptions:
     scheduler: str | None = None
     figures: bool = True
     progress: bool | None = None
+    exact: bool = False  # --exact: the full simulation's times (as the scenario's exact: true)
 
 
 @dataclass
@@ -205,15 +206,23 @@ def _remove_previous(out: Path) -> None:
 def _start_info(out: Path, scenario: Scenario, options: RunOptions, columns: list[str],
                 total: int, notes: list[str]) -> dict[str, Any]:
     info = read_info(out) if options.resume else None
+    exact = options.exact or scenario.exact
     if info is None:
         info = new_info(scenario=scenario.name, scenario_file=str(scenario.file),
                         scenario_sha256=scenario.digest, quick=scenario.quick)
+    elif any(isinstance(session, dict) and session.get("exact", False) != exact
+             for session in info.get("sessions") or []):
+        # One table, one engine: a row timed on the pipeline path next to full ones would
+        # differ by the path's error, not by what the sweep varies.
+        raise InputError(f"{out / RUN_FILE} was run {'without' if exact else 'with'} --exact "
+                         "(or the scenario's exact: true): resume it the same way, or --force",
+                         key="--exact")
     info.update(status="running", finished=None, columns=columns, swept=scenario.swept_columns,
                 figures=scenario.figures, formats=scenario.formats,
                 points={"total": total, "done": None}, notes=notes)
     info.setdefault("sessions", []).append(
         {"started": now(), "finished": None, "jobs": options.jobs, "executor": options.executor,
-         "status": "running"})
+         "exact": exact, "status": "running"})
     write_info(out, info)
     return info
 
@@ -240,7 +249,8 @@ def _finish(out: Path, table: Path, created: bool, order: dict[tuple[str, ...], 
 
 
 def _execute(points: list[Point], scenario: Scenario, options: RunOptions) -> Iterator[Any]:
-    batcher = Batcher(points, options.jobs, scenario.name, tuple(scenario.topologies))
+    batcher = Batcher(points, options.jobs, scenario.name, tuple(scenario.topologies),
+                      exact=options.exact or scenario.exact)
     if options.executor == "dask":
         if not options.scheduler:
             raise InputError("--executor dask needs --scheduler ADDRESS (host:port of a running "

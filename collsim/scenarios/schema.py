@@ -137,6 +137,9 @@ SCENARIO_SCHEMA: dict[str, Any] = {
         "figures": {"type": "array", "items": _FIGURE},
         "formats": {"type": "array", "minItems": 1, "items": {"enum": list(FIGURE_FORMATS)},
                     "description": "figure file formats; default [png, svg]"},
+        "exact": {"type": "boolean",
+                  "description": "every point on the full simulation's times (as run --exact): "
+                                 "no pipeline path; default false"},
         "quick": {
             "type": "object",
             "description": "replacements used by --quick: a smaller sweep for tests and demos",

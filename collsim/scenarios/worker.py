@@ -25,6 +25,7 @@ class Batch:
     scenario: str
     sources: tuple[TopologySource, ...]
     points: tuple[Point, ...]
+    exact: bool = False  # the full simulation's times: no pipeline path
 
 
 def topology_for(sources: tuple[TopologySource, ...], point: Point) -> Topology:
@@ -39,11 +40,11 @@ def topology_for(sources: tuple[TopologySource, ...], point: Point) -> Topology:
     return topology
 
 
-def simulate_point(scenario: str, sources: tuple[TopologySource, ...], point: Point
-                   ) -> dict[str, Any]:
-    """One row of the results table for ``point``."""
+def simulate_point(scenario: str, sources: tuple[TopologySource, ...], point: Point,
+                   exact: bool = False) -> dict[str, Any]:
+    """One row of the results table for ``point`` (``exact``: no pipeline path)."""
     result = simulate(topology_for(sources, point), point.collective, point.algorithm,
-                      point.ranks, point.size, dict(point.params) or None)
+                      point.ranks, point.size, dict(point.params) or None, exact=exact)
     row = dict(result.row())
     row["scenario"] = scenario
     row["path"] = result.path  # not a column: the runner counts it into run.json
@@ -66,7 +67,7 @@ class BatchResult:
 def run_point(batch: Batch, point: Point) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
     """The row of one point of ``batch``, or the error (kind, text) that stopped it."""
     try:
-        return simulate_point(batch.scenario, batch.sources, point), None
+        return simulate_point(batch.scenario, batch.sources, point, batch.exact), None
     except InputError as exc:
         return None, ("input", f"{describe(point)}: {exc}")
     except SimulationError as exc:
