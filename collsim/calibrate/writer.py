@@ -1,7 +1,8 @@
 """The calibrated topology file: the preset's text with its ``nccl`` section replaced by the
-fitted figures, under a comment block naming the fitted figures, the logs and the fit's error
-per log. Everything else (links, sources, comments) stays as the preset has it, so the file
-loads wherever the preset does (``--topology FILE.yaml``, ``--set nodes=64``, scenarios)."""
+fitted figures, under a comment block naming the fitted figures (each with the logs it was
+fitted from), the logs and the fit's error per log. Everything else (links, sources,
+comments) stays as the preset has it, so the file loads wherever the preset does
+(``--topology FILE.yaml``, ``--set nodes=64``, scenarios)."""
 
 from __future__ import annotations
 

@@ -109,11 +109,15 @@ def candidates(row: Columns, ranks: int | None) -> set[str]:
 
 def infer_collective(rows: list[Columns], ranks: int | None) -> str | None:
     """The one collective every row allows; None if the columns cannot tell (allgather and
-    alltoall print the same ones)."""
+    alltoall print the same ones). sendrecv is named only when nothing else fits: its
+    columns are allreduce's wherever busbw cannot tell them apart (2 ranks, or rows below
+    1 GB/s), and such a table is far more often all_reduce_perf's."""
     left: set[str] | None = None
     for row in rows:
         found = candidates(row, ranks)
         left = found if left is None else left & found
+    if left is not None and len(left) > 1:
+        left.discard("sendrecv")
     return left.pop() if left is not None and len(left) == 1 else None
 
 
