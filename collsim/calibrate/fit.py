@@ -294,7 +294,7 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
     sources = {**original.sources, **best.sources}
     nccl = dataclasses.replace(best.nccl, pick_scale=chosen if chosen != 1.0 else None)
     pick = Fitted("pick_scale", 1.0, chosen, chosen, chosen != 1.0, why)
-    if chosen != 1.0:  # every log's NCCL choices moved with it
+    if chosen != 1.0:  # the logs some of whose picks the switch size moved
         sources["pick_scale"] = tuple(case.label for case in cases
                                       if repicked(case, chosen).picks != case.picks)
     return dataclasses.replace(best, figures=(*best.figures, pick), nccl=nccl, errors=errors,
