@@ -69,6 +69,11 @@ def _comment(preset: str, calibration: Calibration, cases: Sequence[Case],
     if kept:
         out.append("# Not determined by these logs, kept as the preset has them:")
         out += [f"#   {f.name:<18} {f.why}" for f in kept]
+    named = {f.name for f in calibration.figures}
+    unexercised = [name for name in BY_NAME if name not in named]
+    if unexercised:
+        out.append("# Not exercised by these logs' calls (docs/calibration.md#log-kinds), kept "
+                   f"as the preset has them: {', '.join(unexercised)}.")
     out.append("# Every other figure, and its source, as in the preset.")
     return out
 
