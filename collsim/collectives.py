@@ -50,6 +50,8 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
     Collective("alltoall", False, False, _spread, "block j of rank i to block i of rank j"),
     Collective("barrier", False, False, _one, "no rank leaves before every rank has entered"),
     Collective("scan", False, True, _one, "rank r gets the combination of ranks 0..r"),
+    Collective("sendrecv", False, False, _one,
+               "rank r's buffer to rank r+1, rank r-1's into a second buffer"),
 )}
 
 
@@ -82,6 +84,9 @@ def initial_buffers(job: Job, inputs: list[np.ndarray], rank: int, garbage: np.n
     elif name == "alltoall":
         # Out holds p slots of this rank's block length: slot i receives rank i's block.
         return {"in": inputs[rank].copy(), "out": garbage[: p * block(n, p, rank)[1]].copy()}
+    if name == "sendrecv":
+        # nccl-tests' sendrecv: send from one buffer, receive the neighbour's into another.
+        return {"in": inputs[rank].copy(), "out": garbage[:n].copy()}
     return {"buf": buf}
 
 
@@ -111,6 +116,8 @@ def expected_result(job: Job, inputs: list[np.ndarray], op: str, rank: int
     if name == "alltoall":
         return {"out": (0, np.concatenate([
             inputs[src][slice(*_bounds(block(n, p, rank)))] for src in range(p)]))}
+    if name == "sendrecv":
+        return {"out": (0, inputs[(rank - 1) % p])}
     return {}
 
 

@@ -67,7 +67,7 @@ def test_calibrate_refuses_an_infinite_time_and_keeps_the_old_file(tmp_path, cap
     assert sorted(p.name for p in tmp_path.iterdir()) == ["calibrated.yaml", "inf.txt"]
 
 
-@pytest.mark.parametrize("collective", ["scatter", "gather", "sendrecv"])
+@pytest.mark.parametrize("collective", ["scatter", "gather"])
 @pytest.mark.parametrize("command", ["compare", "calibrate"])
 def test_a_log_of_a_collective_without_a_program_is_named(tmp_path, capsys, collective,
                                                          command):

@@ -161,7 +161,7 @@ def test_simulated_run_reads_back_to_the_printed_precision(collective, ranks, pe
         tokens = line.split()
         assert (row.size_bytes, row.count, row.dtype) == (
             sent["size_bytes"], sent["size_bytes"] // per_count, type_name)
-        assert row.redop == ("sum" if program.reduces else "none")
+        assert row.redop == ("sum" if program.prints_op else "none")
         assert row.root == (0 if program.rooted else -1)
         for half, at in ((row.out_of_place, 5), (row.in_place, 9)):
             for value, want, token in ((half.time_us, sent["time_s"] * 1e6, tokens[at]),

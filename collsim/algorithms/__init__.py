@@ -15,6 +15,7 @@ from collsim.algorithms import (  # noqa: F401
     recursive,
     ring,
     scan,
+    sendrecv,
 )
 from collsim.algorithms.registry import REGISTRY, Algorithm, algorithms_for, get_algorithm
 

@@ -42,6 +42,13 @@ COORDINATE_MOVES = ((0.5, -0.5), (0.15, -0.15))
 SMALLEST_MOVE = 1e-4  # in u: a step moving no figure further has converged (or failed)
 CONVERGED = 1e-5  # a step lowering the cost by less than this share ends the fit
 DAMPINGS = 6  # damped steps tried before the Jacobian is computed afresh
+CONTINUOUS = tuple(f.name for f in FIGURES if f.kind != "pick")
+# What the calls of NCCL's p2p path (collsim's nccl_p2p, under Simple's costs) exercise, by
+# (collective, across nodes): see ``exercised``.
+_P2P_NETWORK = ("launch", "latency.network", "reachable.network")
+_P2P_NODE = ("launch", "latency.Simple", "reachable.nvlink", "reachable.pcie")
+P2P_FIGURES = {(c, across): _P2P_NETWORK if across else _P2P_NODE
+               for c in ("sendrecv", "alltoall") for across in (False, True)}
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,9 @@ class Calibration:
     nccl: NcclFigures
     errors: tuple[CaseError, ...]
     iterations: int
+    # figure -> the labels of the logs whose times it moves (the Jacobian where the figure
+    # was freed): where each fitted figure came from
+    sources: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def factors(self) -> dict[str, float]:
@@ -204,6 +214,19 @@ def unseen(cases: Sequence[Case], names: Sequence[str]) -> list[int]:
     return out
 
 
+def exercised(cases: Sequence[Case]) -> list[str]:
+    """The continuous figures the cases' calls exercise, in registry order: every one for the
+    collectives NCCL's algorithms run; for its point-to-point calls (``P2P_FIGURES``) the
+    launch and, across nodes, the network's per-message overhead and reach, on one node the
+    links inside it. Where the p2p calls also cross NVLink across nodes (alltoall's peers on
+    the same node) the logs tell its figures apart from the network's too poorly to fit them:
+    a one-node log does."""
+    wanted: set[str] = set()
+    for case in cases:
+        wanted.update(P2P_FIGURES.get((case.collective, case.nodes > 1), CONTINUOUS))
+    return [name for name in CONTINUOUS if name in wanted]
+
+
 def launch_of(case: Case) -> float:
     """The launch cost the case's preset declares (as the fit's factor 1 means it)."""
     return _launch(case.topology.machine.nccl)
@@ -238,7 +261,7 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
     ``pick_scale`` among ``pick_scales`` (each whose picks lower the cost at the first fit's
     figures a fit of its own; () leaves it at 1).
     ``progress``, if given, is kept up to date as the fit runs."""
-    names = [f.name for f in FIGURES if f.kind != "pick"] if names is None else list(names)
+    names = exercised(cases) if names is None else list(names)
     progress = progress or FitProgress()
     points: dict = {}  # simulated points, shared by the fits of every switch size
     original, cost = _fit(cases, names, max_iterations or MAX_ITERATIONS, progress, points)
@@ -268,9 +291,14 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
         why = "no size of the logs is near a switch of NCCL's choice"
     errors = tuple(dataclasses.replace(e, before_median=o.before_median, before_p90=o.before_p90)
                    for e, o in zip(best.errors, original.errors, strict=True))
+    sources = {**original.sources, **best.sources}
     nccl = dataclasses.replace(best.nccl, pick_scale=chosen if chosen != 1.0 else None)
     pick = Fitted("pick_scale", 1.0, chosen, chosen, chosen != 1.0, why)
-    return dataclasses.replace(best, figures=(*best.figures, pick), nccl=nccl, errors=errors)
+    if chosen != 1.0:  # the logs some of whose picks the switch size moved
+        sources["pick_scale"] = tuple(case.label for case in cases
+                                      if repicked(case, chosen).picks != case.picks)
+    return dataclasses.replace(best, figures=(*best.figures, pick), nccl=nccl, errors=errors,
+                               sources=sources)
 
 
 def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
@@ -299,9 +327,11 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
     progress.iteration, progress.points = 0, len(model.measured)
     u0 = np.zeros(len(names))
     never = unseen(cases, names)
+    sources: dict[str, tuple[str, ...]] = {}
     if kept is None:
         jacobian = model.jacobian(u0, low, high, never)
         why = identifiable(jacobian, names)
+        sources = seen_by(cases, jacobian, names)
     else:
         jacobian, why = np.zeros((len(model.measured), len(names))), dict(kept)
     u = np.clip([(start or {}).get(n, 0.0) for n in names], low, high)
@@ -316,6 +346,8 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
             more.update((n, w) for n, w in why.items() if w == UNSEEN)
             if len(more) == len(why):
                 break
+            sources.update((n, labels) for n, labels in seen_by(cases, jacobian, names).items()
+                           if n in why and n not in more)
             why = more
         index = [j for j, n in enumerate(names) if n not in why]
         free = Model(cases, [names[j] for j in index], progress, model.points)
@@ -343,8 +375,26 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
                               why.get(n, ""), at))
     final = model.times(u)
     residual = np.log(final) - model.measured
+    sources = {n: labels for n, labels in sources.items() if n in factors}
     return (Calibration(tuple(outcome), nccl, _errors(cases, model.times(u0), final),
-                        iterations), float(residual @ residual))
+                        iterations, sources), float(residual @ residual))
+
+
+def seen_by(cases: Sequence[Case], jacobian: np.ndarray, names: Sequence[str]
+            ) -> dict[str, tuple[str, ...]]:
+    """For each figure, the cases (labels) some of whose times it moves by ``SENSITIVITY``
+    per unit of u: the logs that can tell its value."""
+    out: dict[str, tuple[str, ...]] = {}
+    at = 0
+    rows = []
+    for case in cases:
+        rows.append((case.label, slice(at, at + len(case.sizes))))
+        at += len(case.sizes)
+    for j, name in enumerate(names):
+        out[name] = tuple(label for label, span in rows
+                          if jacobian[span, j].size
+                          and float(np.abs(jacobian[span, j]).max()) >= SENSITIVITY)
+    return out
 
 
 def _levenberg_marquardt(model: Model | None, low: np.ndarray, high: np.ndarray,

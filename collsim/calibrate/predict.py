@@ -17,13 +17,16 @@ from dataclasses import dataclass
 
 from collsim.algorithms.registry import REGISTRY
 from collsim.calls.plan import (
+    POINT_TO_POINT,
     auto_choice,
     is_nccl,
     nccl_defaults,
     plan,
     registered_nccl,
     takes_channels,
+    textbook_channels,
 )
+from collsim.callspec import CallSpec
 from collsim.collectives import COLLECTIVES
 from collsim.engine.costs import CostModel
 from collsim.errors import InputError
@@ -95,7 +98,11 @@ def pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
             raise InputError(f"collsim has no program for what NCCL runs as {collective}; "
                              f"measured logs may be of {', '.join(calibrated())}",
                              key="collective")
-        return Pick(fallback, "Simple", None)
+        channels = None  # alltoall's program: its own channel count (one), not NCCL's
+        if fallback == POINT_TO_POINT.get(collective) and collective == "sendrecv":
+            call = CallSpec(topology, collective, fallback, len(gpus), size, {})
+            channels = textbook_channels(call, gpus)  # NCCL's p2p channels of the size
+        return Pick(fallback, "Simple", channels)
     if algorithm == "auto" and protocol is None:
         chosen = auto_choice(topology, collective, gpus, size)
         return Pick(chosen.algorithm, chosen.protocol, chosen.channels)

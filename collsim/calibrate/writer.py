@@ -1,7 +1,8 @@
 """The calibrated topology file: the preset's text with its ``nccl`` section replaced by the
-fitted figures, under a comment block naming the fitted figures, the logs and the fit's error
-per log. Everything else (links, sources, comments) stays as the preset has it, so the file
-loads wherever the preset does (``--topology FILE.yaml``, ``--set nodes=64``, scenarios)."""
+fitted figures, under a comment block naming the fitted figures (each with the logs it was
+fitted from), the logs and the fit's error per log. Everything else (links, sources,
+comments) stays as the preset has it, so the file loads wherever the preset does
+(``--topology FILE.yaml``, ``--set nodes=64``, scenarios)."""
 
 from __future__ import annotations
 
@@ -61,13 +62,26 @@ def _comment(preset: str, calibration: Calibration, cases: Sequence[Case],
     out.append("# Fitted (least squares on log time, bounded to physical ranges; latency.* scale "
                "NCCL's per-step latencies, efficiency.* are a protocol's share of the bandwidth; "
                "docs/calibration.md):" if fitted else "# No figure is determined by these logs.")
-    out += [f"#   {f.name:<18} {BY_NAME[f.name].what}: {_show(f, f.preset)} -> "
-            f"{_show(f, f.value)}{_bound(f)}" for f in fitted]
+    for f in fitted:
+        out.append(f"#   {f.name:<18} {BY_NAME[f.name].what}: {_show(f, f.preset)} -> "
+                   f"{_show(f, f.value)}{_bound(f)}")
+        out.append(f"#   {'':<18} fitted from {_from(calibration, f.name)}")
     if kept:
         out.append("# Not determined by these logs, kept as the preset has them:")
         out += [f"#   {f.name:<18} {f.why}" for f in kept]
+    named = {f.name for f in calibration.figures}
+    unexercised = [name for name in BY_NAME if name not in named]
+    if unexercised:
+        out.append("# Not exercised by these logs' calls (docs/calibration.md#log-kinds), kept "
+                   f"as the preset has them: {', '.join(unexercised)}.")
     out.append("# Every other figure, and its source, as in the preset.")
     return out
+
+
+def _from(calibration: Calibration, name: str) -> str:
+    """The logs (``file:line`` of each run) whose times determined the figure."""
+    labels = calibration.sources.get(name, ())
+    return ", ".join(labels) if labels else "the logs together"
 
 
 def _bound(figure: Fitted) -> str:

@@ -32,15 +32,17 @@ from collsim.hardware.topology import Topology
 from collsim.nccl.adapter import nccl_system
 from collsim.nccl.choice import channels as nccl_channels
 from collsim.nccl.choice import choose
+from collsim.nccl.p2p import operation_channels
 from collsim.nccl.protocols import cost_model, nccl_figures
 from collsim.nccl.tuning import model as tuning_model
 from collsim.params import CallParams
 
 SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorithm
-# NCCL runs alltoall as grouped sends and receives, which its tuner does not model; auto runs
-# collsim's program of them when it is registered (Simple costs, one channel: how NCCL spreads
-# peers over channels is not modelled).
-POINT_TO_POINT = {"alltoall": "nccl_p2p"}
+# NCCL runs alltoall and sendrecv as grouped sends and receives, which its tuner does not
+# model; auto runs collsim's program of them when it is registered, under Simple costs: for
+# sendrecv on the channels NCCL's p2p path gives one operation (collsim.nccl.p2p), for
+# alltoall on one (how NCCL spreads its peers over channels is not modelled).
+POINT_TO_POINT = {"alltoall": "nccl_p2p", "sendrecv": "nccl_p2p"}
 NCCL_PARAMS = ("protocol", "channels")
 TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL = "ring", "Simple"
 
@@ -119,7 +121,8 @@ def plan_call(call: CallSpec, gpus: Sequence[int]) -> Plan:
                              key="param.protocol")
         model = cost_model(topology, TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL, gpus)
         if has_channels:
-            params["channels"] = 1 if channels == "auto" else channels
+            params["channels"] = textbook_channels(call, gpus) if channels == "auto" \
+                else channels
         return Plan(params, model if costs is None else costs,
                     None if costs is not None else TEXTBOOK_PROTOCOL,
                     params.get("channels") if has_channels else None)
@@ -152,6 +155,15 @@ def takes_channels(collective: str, algorithm: str) -> bool:
     """Whether the registered ``collective``/``algorithm`` takes a ``channels`` parameter."""
     registered = REGISTRY.get((collective, algorithm))
     return registered is not None and "channels" in registered.params
+
+
+def textbook_channels(call: CallSpec, gpus: Sequence[int]) -> int:
+    """The channels a program outside NCCL's tuner runs on when none are given: NCCL's p2p
+    channels of one operation for its sendrecv program, else 1."""
+    if call.collective != "sendrecv" or call.algorithm != POINT_TO_POINT["sendrecv"] \
+            or len(gpus) < 2:
+        return 1
+    return operation_channels(nccl_system(call.topology, gpus), call.size_bytes)
 
 
 def nccl_defaults(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int],
@@ -204,7 +216,8 @@ def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
         program = POINT_TO_POINT.get(collective)
         if program is not None and (collective, program) in REGISTRY \
                 and protocol in (None, TEXTBOOK_PROTOCOL):
-            return AutoChoice(program, TEXTBOOK_PROTOCOL, 1)
+            call = CallSpec(topology, collective, program, len(gpus), size, {})
+            return AutoChoice(program, TEXTBOOK_PROTOCOL, textbook_channels(call, gpus))
         if program is not None and (collective, program) in REGISTRY:
             raise InputError(f"auto {collective} runs NCCL's point-to-point program, which "
                              f"collsim times under {TEXTBOOK_PROTOCOL} only", key="param.protocol")

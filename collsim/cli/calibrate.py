@@ -28,8 +28,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "preset's values and are listed. See docs/calibration.md.")
     parser.add_argument("--topology", "-t", required=True, metavar="PRESET",
                         help="the preset to start from (file or shipped name)")
-    parser.add_argument("--measured", required=True, nargs="+", metavar="LOG",
-                        help="nccl-tests logs (several runs per file are fine)")
+    parser.add_argument("--measured", required=True, nargs="+", action="extend", metavar="LOG",
+                        help="nccl-tests logs (several runs per file are fine; repeat the flag "
+                             "or list several): all are fitted together")
     parser.add_argument("--out", required=True, metavar="FILE.yaml",
                         help="the calibrated topology file to write")
     parser.add_argument("--name", help="the topology's name (default: the file's stem)")

@@ -14,15 +14,14 @@ class Program:
 
     name: str
     collective: str
-    reduces: bool
+    prints_op: bool  # the redop column names the op (-o), not "none"
     rooted: bool
     count_per_rank: bool  # the count column is size / (type size x ranks), not size / type size
 
     def busbw_factor(self, ranks: int) -> float:
         """busbw / algbw at ``ranks``: the factors of docs/design.md#bus-bandwidth, which are
-        nccl-tests'; 1 for sendrecv, which collsim does not model."""
-        known = COLLECTIVES.get(self.collective)
-        return known.busbw_factor(ranks) if known else 1.0
+        nccl-tests'."""
+        return COLLECTIVES[self.collective].busbw_factor(ranks)
 
 
 PROGRAMS: dict[str, Program] = {p.name: p for p in (
@@ -32,7 +31,9 @@ PROGRAMS: dict[str, Program] = {p.name: p for p in (
     Program("broadcast_perf", "broadcast", False, True, False),
     Program("reduce_perf", "reduce", True, True, False),
     Program("alltoall_perf", "alltoall", False, False, True),
-    Program("sendrecv_perf", "sendrecv", False, False, False),
+    # sendrecv_perf loops over -o as the reducing tests do and prints the op, reducing nothing
+    # (src/sendrecv.cu SendRecvRunTest)
+    Program("sendrecv_perf", "sendrecv", True, False, False),
     Program("gather_perf", "gather", False, True, True),
     Program("scatter_perf", "scatter", False, True, True),
 )}
@@ -77,13 +78,13 @@ def candidates(row: Columns, ranks: int | None) -> set[str]:
     """The collectives one table row can belong to, judged by its redop and root columns,
     its busbw/algbw ratio and its count; a clue that would leave nothing is ignored (the
     published tables hold typing errors)."""
-    reduces = row.redop is not None and row.redop != "none"
+    printed_op = row.redop is not None and row.redop != "none"
     rooted = row.root is not None and row.root >= 0
     if row.root is None and row.redop is None:  # the oldest all_gather layout
         left = {"allgather", "alltoall", "sendrecv"}
     else:
         left = {p.collective for p in PROGRAMS.values()
-                if p.reduces == reduces and p.rooted == rooted}
+                if p.prints_op == printed_op and p.rooted == rooted}
     if row.algbw >= 1.0:
         gap = row.busbw - row.algbw
         slack = half_digit(row.algbw) * 2 + half_digit(row.busbw)
@@ -92,6 +93,9 @@ def candidates(row: Columns, ranks: int | None) -> set[str]:
         elif gap < -slack:
             left = _narrow(left, {c for c, p in BY_COLLECTIVE.items()
                                   if p.busbw_factor(1000) < 1})
+        if ranks is not None:  # the factors that give the printed busbw at this rank count
+            left = _narrow(left, {c for c, p in BY_COLLECTIVE.items()
+                                  if abs(row.algbw * p.busbw_factor(ranks) - row.busbw) <= slack})
     itemsize = TYPE_SIZES.get(row.dtype)
     if itemsize is None or row.count <= 0 or row.size <= 0:
         return left
@@ -105,11 +109,15 @@ def candidates(row: Columns, ranks: int | None) -> set[str]:
 
 def infer_collective(rows: list[Columns], ranks: int | None) -> str | None:
     """The one collective every row allows; None if the columns cannot tell (allgather and
-    alltoall print the same ones)."""
+    alltoall print the same ones). sendrecv is named only when nothing else fits: its
+    columns are allreduce's wherever busbw cannot tell them apart (2 ranks, or rows below
+    1 GB/s), and such a table is far more often all_reduce_perf's."""
     left: set[str] | None = None
     for row in rows:
         found = candidates(row, ranks)
         left = found if left is None else left & found
+    if left is not None and len(left) > 1:
+        left.discard("sendrecv")
     return left.pop() if left is not None and len(left) == 1 else None
 
 

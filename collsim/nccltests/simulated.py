@@ -42,7 +42,7 @@ def run_from_results(rows: Iterable[Mapping[str, Any]], *, topology: str, gpu_na
     program = program_for(collective)
     type_name = NCCL_TYPE_NAMES[element]
     per_count = DTYPES[element] * (ranks if program and program.count_per_rank else 1)
-    reduces = program.reduces if program else collective in ("scan",)
+    prints_op = program.prints_op if program else collective in ("scan",)
     rooted = program.rooted if program else False
     wrong = 0 if checked else None
     table = []
@@ -50,7 +50,7 @@ def run_from_results(rows: Iterable[Mapping[str, Any]], *, topology: str, gpu_na
         half = Half(float(r["time_s"]) * 1e6, float(r["algbw_GBps"]), float(r["busbw_GBps"]),
                     wrong)
         table.append(Row(int(r["size_bytes"]), int(r["size_bytes"]) // per_count, type_name,
-                         redop if reduces else "none", root if rooted else -1, half, half, 0))
+                         redop if prints_op else "none", root if rooted else -1, half, half, 0))
     run = Run(file="<simulated>", line=0, program=program.name if program else None,
               collective=collective, collective_source="simulated", layout=DEFAULT_LAYOUT,
               rows=table, comment=f"collsim {__version__} simulated {topology}")
