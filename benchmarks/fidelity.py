@@ -53,9 +53,16 @@ MAX_SIM_RANKS = 128  # larger runs take minutes per point to simulate: left out,
 LARGE_RUN, LARGE_ITERATIONS, LARGE_FIT_MAX = 8, 6, 2**30
 FORCED = {"ring": "ring", "tree": "nccl_tree"}
 # (fitted on, predicted) runs of one machine and source, fewer GPUs -> more: 1 node -> 2-4
-# (the H100 node's allreduce also predicts the 4 nodes' other collectives), one GPU per node
-# -> eight, a GB300 or GB200 tray (4 GPUs) -> 2 trays, a rack (16 trays) and two racks.
+# (the H100 node's allreduce also predicts the 4 nodes' other collectives; the NDm A100 v4
+# node predicts each collective on 2 nodes), 2 H100 nodes on InfiniBand -> 4 and 8 (and
+# 4 -> 8), one GPU per node -> eight (B200, NDm A100 v4), a GB300 or GB200 tray (4 GPUs) ->
+# 2 trays, a rack (16 trays) and two racks.
 SCALE_UP = (*(("vp-h100-1n-ar", f"vp-h100-4n-{c}") for c in ("ar", "ag", "bcast", "reduce")),
+            ("h100-ib-2n-ar-issue309", "h100-ib-4n-ar-issue309"),
+            ("h100-ib-2n-ar-issue309", "h100-ib-8n-ar-issue309"),
+            ("h100-ib-4n-ar-issue309", "h100-ib-8n-ar-issue309"),
+            *((f"azure-ndmv4-{small}-{c}", f"azure-ndmv4-2n-{c}")
+              for small in ("1n", "2x1") for c in ("ar", "ag", "a2a")),
             ("gcp-a4-b200-2x1-ag", "gcp-a4-b200-2n-ag"),
             ("aws-p4dn-1n-ar-issue527", "aws-p4dn-2n-ar-issue527"),
             ("aws-p4dn-1n-ar-issue527", "aws-p4dn-4n-ar-issue527"),

@@ -31,6 +31,10 @@ LOGS = [
           ("allreduce", 4, 685.19), ("allreduce", 8, 841.63), ("allreduce", 64, 930.48),
           ("allreduce", 128, 738.39), ("alltoall", 4, 627.69), ("alltoall", 8, 685.06),
           ("alltoall", 64, 666.92), ("alltoall", 128, 47.67)])],
+    # nccl-tests#309: one reporter's 2 bare-metal and 4 virtualised H100 hosts.
+    *[("nccl-tests-issue309-xe9680-h100-2n-4n.txt", i, "allreduce", 8 * hosts, hosts, 8, H100,
+       32, 8, 16 << 30, busbw, "classic") for i, (hosts, busbw) in enumerate([(2, 469.21),
+                                                                               (4, 365.84)])],
     ("ocp-h200-2x8-socket-ring-ar.txt", 0, "allreduce", 16, 2, 8, "NVIDIA H200", 32, 8, 16 << 30,
      92.33, "classic"),
     ("ocp-l40s-2x1-socket-ring-ar.txt", 0, "allreduce", 2, 2, 1, "NVIDIA L40S", 31, 8, 8 << 30,
@@ -75,7 +79,7 @@ SOURCES = [
 def test_every_log_fixture_is_covered():
     files = {path.name for path in (VALIDATION / "logs").glob("*.txt")}
     assert files == {entry[0] for entry in LOGS}
-    assert len(LOGS) == 20  # 12 single-run logs and the 8 runs of the OCI GB300 file
+    assert len(LOGS) == 22  # 12 single-run logs, the 8 runs of the OCI GB300 file, 2 of #309
 
 
 @pytest.mark.parametrize(("name", "index", "collective", "ranks", "hosts", "per_host", "gpu",
@@ -130,6 +134,32 @@ def test_log_details():
             header.warmup_iters, header.iters, header.agg_iters, header.validation,
             header.graph) == (1, 8, 8589934592, 2, "factor", 5, 20, 1, 1, 0)
     assert gcp.collective_source == "command line" and gcp.avg_busbw_GBps == 70.742
+
+
+def test_issue_thread_logs_keep_each_runs_command_line():
+    """Runs pasted one after another into an issue thread: each takes the environment of the
+    mpirun line above it (one wrapped over two lines), none inherits the previous run's, and
+    MPI's warning block between the header and the rank lines is chatter."""
+    bare_metal, virtualised = read_logs(VALIDATION / "logs" /
+                                        "nccl-tests-issue309-xe9680-h100-2n-4n.txt")
+    assert bare_metal.hosts == ["bm-h100-01", "bm-h100-02"] and len(bare_metal.rank_lines) == 16
+    assert bare_metal.hints.env["NCCL_NET_GDR_LEVEL"] == "1"
+    assert "NCCL_TOPO_FILE" not in bare_metal.hints.env
+    assert virtualised.hints.env["NCCL_TOPO_FILE"] == "/mnt/nfs/vm_topo_mod.xml"
+    assert {run.nccl_version for run in (bare_metal, virtualised)} == {"2.26.2+cuda12.8"}
+    # The other reporter's cluster at 8, 2 and 4 nodes and 2 nodes with Ring forced (in
+    # sources/: its host names were replaced by 8-character hashes, unpadded).
+    runs = read_logs(VALIDATION / "sources" / "nccl-tests-issue309-h100-ib-2n-4n-8n.txt")
+    assert [(run.collective, run.ranks, run.nodes, run.gpus_per_node, len(run.rows),
+             run.rows[0].size_bytes, run.rows[-1].size_bytes, run.rows[-1].out_of_place.busbw_GBps)
+            for run in runs] == [("allreduce", 8 * n, n, 8, 14, 1 << 20, 8 << 30, busbw)
+                                 for n, busbw in ((8, 320.70), (2, 466.73), (4, 324.52),
+                                                  (2, 392.69))]
+    eight, two, four, ring = runs
+    assert [run.hints.env for run in (eight, two, four)] == [{}, {}, {}]
+    assert ring.hints.env == {"NCCL_ALGO": "Ring", "NCCL_MIN_CTAS": "24",
+                              "NCCL_IB_QPS_PER_CONNECTION": "2"}
+    assert two.hosts == eight.hosts[:2] and four.hosts == eight.hosts[:4]
 
 
 def test_old_layout_with_error_column_and_a_column_of_the_users():

@@ -34,7 +34,8 @@ PRINTED = sorted((VALIDATION / "logs").glob("*.txt")) + [
         "aws-p4de-2n-ar.txt", "aws-p5-2n-ar.txt", "aws-p5-2n-eks-nccl2185-ar.txt",
         "coreweave-gb200-nvl72-1rack-ar.txt", "coreweave-gb200-nvl72-2rack-ar.txt",
         "coreweave-gb200-nvl72-20rack-ar.txt", "coreweave-h100-8n-sharp-ar.txt",
-        "gcp-a4-b200-1n2g-ag.txt", "nccl-tests-issue232-h100-2x1-tree.txt")]
+        "gcp-a4-b200-1n2g-ag.txt", "nccl-tests-issue232-h100-2x1-tree.txt",
+        "nccl-tests-issue309-h100-ib-2n-4n-8n.txt")]
 
 
 @pytest.mark.parametrize(("value", "width", "text"), [
