@@ -16,6 +16,8 @@ busbw.png (benchmarks/fidelity_figure.py, which redraws it alone). Fits are cach
 .cache/fidelity.json (delete it after changing the model).
 
     python benchmarks/fidelity.py [--no-calibrate] [--max-ranks 8]
+    python benchmarks/fidelity.py --shard 0/2 & python benchmarks/fidelity.py --shard 1/2; \
+        wait; python benchmarks/fidelity.py        # the fits on two cores, then the table
 """
 
 from __future__ import annotations
@@ -260,6 +262,31 @@ def loo(spec: RunSpec, cache: dict) -> dict[int, tuple[float, dict]]:
     return out
 
 
+def scale_fit(fit_on: RunSpec, target: RunSpec, cache: dict) -> str:
+    """The cache key of the fit on ``fit_on`` (on ``target``'s preset), fitted if missing."""
+    key = f"scale/{fit_on.run_id}/{target.preset}/{fit_on.algorithm}"
+    if key not in cache:
+        fit_case = case_of(RunSpec(**{**fit_on.__dict__, "preset": target.preset}),
+                           fit_on.rows, fit_on.algorithm)
+        cache[key] = calibrate([fit_case]).factors
+    return key
+
+
+def fit_shard(shard: int, shards: int, runs: list[RunSpec], max_ranks: int,
+              cache: dict) -> None:
+    """Every ``shards``-th fit from the ``shard``-th (leave-one-out halves, then scale-up
+    pairs), into ``cache``: shards run side by side, one a core, and the table's run reads
+    them all."""
+    by_id = {r.run_id: r for r in runs}
+    work = [(loo, (spec,)) for spec in runs if spec.nodes * spec.per_node <= max_ranks]
+    work += [(scale_fit, (by_id[small], by_id[large])) for small, large in SCALE_UP
+             if small in by_id and large in by_id]
+    for index, (fit, args) in enumerate(work):
+        if index % shards == shard:
+            fit(*args, cache)
+            print(f"shard {shard}/{shards}: {index + 1} of {len(work)} fits", file=sys.stderr)
+
+
 def stats(errors: list[float]) -> str:
     if not errors:
         return f"{'-':>5} {'-':>6} {'-':>6}"
@@ -275,14 +302,32 @@ def main() -> int:
     parser.add_argument("--worst", type=int, default=0, metavar="N",
                         help="print each machine's N worst held-out rows (pick, fitted figures)")
     parser.add_argument("--out", type=Path, default=OUT, help="where the table and figure go")
+    parser.add_argument("--shard", metavar="K/N", help="only fit the K-th of N shares of the "
+                        "fits (K = 0..N-1), into a cache of its own that a later run without "
+                        "--shard reads: N processes fit side by side")
     args = parser.parse_args()
     started = time.time()
     cache = json.loads(CACHE.read_text()) if CACHE.is_file() else {}
     stamp = source_stamp()
     if cache.get("_stamp") != stamp:
         cache = {"_stamp": stamp, "sim": {}}
+    for part in sorted(CACHE.parent.glob("fidelity-shard*.json")):
+        shard_cache = json.loads(part.read_text())
+        if shard_cache.get("_stamp") == stamp:
+            cache["sim"].update(shard_cache.pop("sim", {}))
+            cache.update(shard_cache)
     SIMULATED.update(cache["sim"])
     runs, skipped = load_runs()
+    if args.shard:
+        shard, shards = (int(part) for part in args.shard.split("/"))
+        path = CACHE.parent / f"fidelity-shard{shard}.json"
+        mine = {"_stamp": stamp, "sim": {}}
+        fit_shard(shard, shards, runs, args.max_ranks, mine)
+        mine["sim"] = SIMULATED
+        CACHE.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(mine, indent=1, sort_keys=True))
+        print(f"{time.time() - started:.1f} s", file=sys.stderr)
+        return 0
     table: list[dict] = []
     for spec in runs:
         try:
@@ -338,11 +383,7 @@ def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
             continue
         fit_on, target = by_id[small], by_id[large]
         preset = find_topology(target.preset)
-        fit_case = case_of(RunSpec(**{**fit_on.__dict__, "preset": target.preset}), fit_on.rows,
-                           fit_on.algorithm)
-        key = f"scale/{small}/{target.preset}/{fit_on.algorithm}"
-        if key not in cache:
-            cache[key] = calibrate([fit_case]).factors
+        key = scale_fit(fit_on, target, cache)
         held = [r for r in target.rows if int(r["bytes"]) >= MIN_SIZE]
         case = case_of(target, held, target.algorithm)
         moved = repicked(case, cache[key].get("pick_scale", 1.0))
