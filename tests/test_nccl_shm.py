@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from collsim.api import estimate
+from collsim.calls.report import format_nccl
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology
 from collsim.hardware.shipped import find_topology
@@ -87,3 +88,10 @@ def test_two_gpus_on_root_ports_run_a_ring_at_the_shm_rate_under_a_switch_at_p2p
     assert ports.busbw_GBps == pytest.approx(18, rel=0.03)
     assert switch.busbw_GBps == pytest.approx(24, rel=0.03)
     assert ports.busbw_GBps / switch.busbw_GBps == pytest.approx(SHM_SHARE, rel=0.01)
+
+
+def test_topo_show_prints_the_shm_line_where_nccl_stages_through_host():
+    shown = format_nccl(preset("l40s-pcie", gpus=2))
+    assert "shm" in shown and "18 GB/s (75% of pcie's)" in shown and "P2P level pxb" in shown
+    assert "staged through host" not in format_nccl(preset("l40s-pcie", gpus=2,
+                                                           **{"nccl.cpu": "amd"}))
