@@ -176,7 +176,7 @@ def load_runs() -> tuple[list[RunSpec], list[str]]:
         if "DOUBTFUL" in first["notes"]:
             skipped.append(f"{run_id}: marked DOUBTFUL in validation/")
             continue
-        if first["collective"] not in COLLECTIVES or first["collective"] == "sendrecv":
+        if first["collective"] not in COLLECTIVES:
             skipped.append(f"{run_id}: {first['collective']} is not a collective collsim has")
             continue
         mapped = preset_of(first)
