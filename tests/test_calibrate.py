@@ -169,7 +169,7 @@ def test_calibration_recovers_perturbed_figures(tmp_path, capsys):
     assert {"latency.network", "reachable.network", "reachable.pcie"} <= undetermined
     written = load_topology(out).machine.nccl  # fitted by the CLI on the auto runs alone
     original = preset.machine.nccl
-    assert written.reachable["network"] == original.reachable["network"]
+    assert written.reached("network") == original.reached("network")
     assert written.launch == pytest.approx(original.launch * TRUTH["launch"], rel=0.05)
     for p in ("LL", "LL128", "Simple"):  # one node moves no network latency
         assert step_latency(written, p, "ring", "network") == pytest.approx(

@@ -69,7 +69,8 @@ def test_declarations_hold_for_the_programs(key, p, blocks, extra, channels):
     declared = [s for s in range(1, p) if p % s == 0 and algorithm.symmetric(job, s) is None]
     for shift in declared:
         assert equivariant(algorithm.program, job, shift), (key, p, count, shift)
-    if count % p and key[1] not in ("recursive_doubling",):
+    # sendrecv moves the whole buffer, so no count is uneven for it
+    if count % p and key[1] not in ("recursive_doubling",) and key[0] != "sendrecv":
         assert not declared
     if count % (p * channels) == 0 and "recursive" not in key[1] \
             and "halving" not in key[1]:
