@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from fresh_process import run_fresh
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "topologies" / "h100-cluster.yaml"
@@ -70,9 +70,7 @@ def one(family: str, routing: str, gpus: int, size: str, events: bool) -> dict:
 
 def run(case: list) -> dict:
     """``case`` in a fresh process."""
-    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(case)], check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out)
+    return run_fresh(__file__, case)
 
 
 def main() -> None:
