@@ -79,6 +79,9 @@ class Transport:
 
 
 _NO_FLOOR = Sourced(None, f"{_NCCL}: the channel count is NCCL's own search's")
+_SLOTS = Sourced(8, _STEPS)  # every transport: NCCL's, not the plugin's
+_IB_QPS = Sourced(1, f"{_NCCL} src/transport/net_ib/connect.cc: NCCL_IB_QPS_PER_CONNECTION "
+                     "default 1")  # InfiniBand and RoCE: the same verbs plugin
 
 TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
     Transport(
@@ -87,10 +90,9 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(True, f"{_NCCL} src/transport/net_ib/init.cc: NCCL_PTR_CUDA or DMA-BUF "
                       "where the GPUDirect RDMA driver is loaded, as on ConnectX NICs"),
         Sourced(0.96, _IB_REACH),
-        Sourced(8, _STEPS),
+        _SLOTS,
         Sourced(4 * MiB, _BUFFSIZE),
-        Sourced(1, f"{_NCCL} src/transport/net_ib/connect.cc: NCCL_IB_QPS_PER_CONNECTION "
-                   "default 1"),
+        _IB_QPS,
         _NO_FLOOR),
     Transport(
         "roce", "RoCE (verbs over Ethernet)", "NCCL's net_ib (built in)",
@@ -99,10 +101,9 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(True, f"{_NCCL} src/transport/net_ib/init.cc: as on InfiniBand"),
         Sourced(0.96, "assumption: as InfiniBand (the same verbs plugin and ConnectX NICs); "
                       "no published share for RoCE"),
-        Sourced(8, _STEPS),
+        _SLOTS,
         Sourced(4 * MiB, _BUFFSIZE),
-        Sourced(1, f"{_NCCL} src/transport/net_ib/connect.cc: NCCL_IB_QPS_PER_CONNECTION "
-                   "default 1"),
+        _IB_QPS,
         _NO_FLOOR),
     Transport(
         "efa", "AWS Elastic Fabric Adapter", "aws-ofi-nccl (AWS's libfabric plugin)",
@@ -111,7 +112,7 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(True, f"{_AWS} src/platform-aws.cpp: gdr_required on p4d, p4de, p5, p5e"),
         Sourced(1.0, f"{_AWS} src/tuner/nccl_ofi_model.cpp: 12.5 GiB/s per 100 Gb/s rail, "
                      "above the line rate, so the line rate bounds it"),
-        Sourced(8, _STEPS),
+        _SLOTS,
         Sourced(8 * MiB, f"{_AWS} src/platform-aws.cpp: NCCL_BUFFSIZE=8388608 on p4d, p5"),
         Sourced(None, f"{_AWS} include/nccl_ofi_rdma.h, src/nccl_ofi_rdma.cpp: up to 4 EFA "
                       "rails striped per NCCL NIC, per instance type (the preset's NIC "
@@ -123,7 +124,7 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(True, f"{_TCPX} src/net_tcpx.cc: NCCL_PTR_CUDA, received into GPU memory "
                       "and unpacked there"),
         Sourced(0.96, "assumption: no published share for TCPX; taken as InfiniBand's"),
-        Sourced(8, _STEPS),
+        _SLOTS,
         Sourced(4 * MiB, _BUFFSIZE),
         Sourced(1, f"{_TCPX} src/flags.cc: 1 socket per thread, 1 thread by default"),
         _NO_FLOOR),
@@ -135,7 +136,7 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
                       "NCCL_PTR_CUDA, the receive path offloaded into GPU memory"),
         Sourced(0.96, "assumption: no published share for TCPXO; taken as InfiniBand's, "
                       "what NCCL reaches with an offloaded data path"),
-        Sourced(8, _STEPS),
+        _SLOTS,
         Sourced(8 * MiB, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_BUFFSIZE="
                          "8388608"),
         Sourced(2, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_FASTRAK_NUM_FLOWS=2"),
@@ -148,7 +149,7 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(0.96, "assumption: no published share for NCCL's sockets at these speeds; "
                       "taken as InfiniBand's (the staging through host memory is modelled "
                       "on its own, by the route)"),
-        Sourced(8, _STEPS),
+        _SLOTS,
         Sourced(4 * MiB, _BUFFSIZE),
         Sourced(1, f"{_NCCL} src/transport/net_socket.cc: one socket on the proxy thread "
                    "by default (2 threads x 8 sockets on AWS NICs, 4 x 1 on Google's)"),
