@@ -40,8 +40,8 @@ from collsim.units import UnitError, format_size, format_time, parse_size
 # (empty for an algorithm without), and the algorithm that ran (what auto or best
 # selected). There they are outcomes, which never identify a point; a scenario that sweeps
 # protocol or channels has that column among its swept keys instead, holding the value
-# asked for.
-COLUMN_GROUPS = ("input", "measured", "choice")
+# asked for. "engine": how the engine timed the point (its path), last of the outcomes.
+COLUMN_GROUPS = ("input", "measured", "choice", "engine")
 
 
 def column(group: str, **options: Any) -> Any:
@@ -70,11 +70,14 @@ class PointResult:
     protocol: str | None = column("choice", default=None)
     channels: int | None = column("choice", default=None)
     selected: str = column("choice", default="")
+    # How the engine timed it: "lockstep" (whole steps), "symmetric" (one rank per orbit of a
+    # rank shift), "pipeline" (a tree pipeline from two small runs, within the error
+    # docs/engine.md states) or "full" (every rank's events).
+    path: str = column("engine", default="full")
     speedup_vs_auto: float | None = None
-    path: str = "full"  # how the engine timed it: "lockstep" (whole steps), "symmetric" (one
-    # rank per orbit of a rank shift), "pipeline" (a tree pipeline from two small runs, within
-    # the error docs/engine.md states) or "full" (every rank's events)
-    fallback: str = ""  # why an algorithm with a quicker path declared ran in full
+    # Why an algorithm with a quicker path declared ran in full: prose for a reader (in
+    # estimate --json), not a column, so rewording it never changes a table.
+    fallback: str = ""
 
     def row(self) -> dict[str, Any]:
         """The table's columns in order; a missing closed form, protocol or channels is
@@ -107,9 +110,10 @@ def _columns(group: str) -> tuple[str, ...]:
     return tuple(f.name for f in fields(PointResult) if f.metadata.get("column") == group)
 
 
-INPUT_COLUMNS, MEASURED_COLUMNS, CHOICE_COLUMNS = (_columns(g) for g in COLUMN_GROUPS)
+INPUT_COLUMNS, MEASURED_COLUMNS, CHOICE_COLUMNS, ENGINE_COLUMNS = (
+    _columns(g) for g in COLUMN_GROUPS)
 RESULT_COLUMNS = INPUT_COLUMNS + MEASURED_COLUMNS
-TABLE_COLUMNS = RESULT_COLUMNS + CHOICE_COLUMNS
+TABLE_COLUMNS = RESULT_COLUMNS + CHOICE_COLUMNS + ENGINE_COLUMNS
 COLUMNS = TABLE_COLUMNS  # the columns PointResult.row() fills
 
 

@@ -51,7 +51,7 @@ def test_run_writes_table_run_record_and_figures(tmp_path, capsys):
     columns, rows = read_table(out / "results.csv")
     assert columns == ["scenario", "topology", "collective", "algorithm", "ranks", "size_bytes",
                        "time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s",
-                       "protocol", "channels", "selected", "link.bandwidth"]
+                       "protocol", "channels", "selected", "path", "link.bandwidth"]
     assert len(rows) == 2 * 2 * 2 * 2 * 4
     assert {r["link.bandwidth"] for r in rows} == {"100GB/s", "200GB/s"}
     fast = {(r["collective"], r["algorithm"], r["ranks"], r["size_bytes"]): r["time_s"]
@@ -174,6 +174,35 @@ def test_example_scenarios_run_quick(tmp_path, example):
     for figure in scenario.figures:
         for fmt in scenario.formats:
             assert (out / f"{figure['name']}.{fmt}").stat().st_size > 1000
+
+
+def without_path(table: Path) -> None:
+    """Rewrite ``table`` as collsim wrote it before ``path`` was a column."""
+    lines = [line.split(",") for line in table.read_text().splitlines()]
+    at = lines[0].index("path")
+    table.write_text("".join(",".join(cells[:at] + cells[at + 1:]) + "\n" for cells in lines))
+
+
+def test_a_table_without_the_path_column_plots_compares_and_refuses_to_resume(tmp_path,
+                                                                             capsys):
+    scenario = write(tmp_path, SMALL)
+    out = tmp_path / "out"
+    assert run("run", scenario, "--out", out, "--no-figures") == 0
+    _, rows = read_table(out / "results.csv")
+    assert {r["path"] for r in rows} == {"lockstep", "full"}  # rings step; binomial trees don't
+    new = tmp_path / "new.csv"
+    new.write_bytes((out / "results.csv").read_bytes())
+    without_path(out / "results.csv")
+    assert run("plot", out / "results.csv", "--out", tmp_path / "figs", "--format", "svg") == 0
+    assert (tmp_path / "figs" / "time_vs_size.svg").exists()
+    capsys.readouterr()
+    assert run("compare", out / "results.csv", new) == 0
+    assert "64 points matched" in capsys.readouterr().err  # path is an outcome, not a key
+    before = (out / "results.csv").read_bytes()
+    assert run("run", scenario, "--out", out, "--no-figures", "--resume") == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'results.csv'} has no path column" in err and "--force" in err
+    assert "Traceback" not in err and (out / "results.csv").read_bytes() == before
 
 
 def test_plot_redraws_from_the_table(tmp_path, capsys):

@@ -14,8 +14,11 @@ from collsim.calls.pipeline import (
     tree_depth,
 )
 from collsim.cli import main
+from collsim.cli.nccltests_format import tables as nccl_tests_tables
 from collsim.engine.timing import PipelineDecline
 from collsim.hardware.loader import load_topology
+from collsim.nccltests import read_logs
+from collsim.output.table import read_table
 from collsim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,16 +149,17 @@ sweep:
 
 
 def run_paths(tmp_path: Path, text: str, *options: str) -> tuple[dict, float]:
-    """``collsim run`` of the scenario ``text``: run.json's points per path, and the time."""
-    from collsim.output.table import read_table
-
+    """``collsim run`` of the scenario ``text``: run.json's points per path, and the time.
+    The table's path column says the same as run.json."""
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(text)
     out = tmp_path / "out"
     assert main(["run", str(scenario), "--out", str(out), "--no-figures", "--force",
                  *options]) == 0
     _, rows = read_table(out / "results.csv")
-    return json.loads((out / "run.json").read_text())["paths"], rows[0]["time_s"]
+    paths = json.loads((out / "run.json").read_text())["paths"]
+    assert paths == {rows[0]["path"]: 1}
+    return paths, rows[0]["time_s"]
 
 
 def test_run_exact_runs_every_point_in_full(tmp_path):
@@ -183,3 +187,34 @@ def test_resume_keeps_to_the_way_the_table_was_run(tmp_path, capsys):
     assert main(argv) == 2
     assert "run.json was run with --exact" in capsys.readouterr().err
     assert main(argv + ["--exact"]) == 0
+
+
+def test_each_row_says_the_path_that_timed_it_and_the_table_repeats_byte_for_byte(tmp_path):
+    # On a switch: a one-channel ring steps in lockstep, a direct allreduce of an even size
+    # runs one rank per orbit, an uneven one and a binomial tree run every rank.
+    switch = ROOT / "topologies" / "switch-64.yaml"
+    text = f"""\
+name: paths
+topologies: [{switch}]
+collectives: [allreduce]
+algorithms: [ring, direct, binomial]
+sweep: {{size: [24KiB, 4100], ranks: [6]}}
+"""
+    (tmp_path / "paths.yaml").write_text(text)
+    written = []
+    for out in ("one", "two"):
+        assert main(["run", str(tmp_path / "paths.yaml"), "--out", str(tmp_path / out),
+                     "--no-figures"]) == 0
+        written.append((tmp_path / out / "results.csv").read_bytes())
+    assert written[0] == written[1]
+    _, rows = read_table(tmp_path / "one" / "results.csv")
+    topology = load_topology(switch)
+    for row in rows:
+        assert row["path"] == simulate(topology, "allreduce", row["algorithm"], 6,
+                                       row["size_bytes"]).path
+    assert {r["path"] for r in rows} == {"lockstep", "symmetric", "full"}
+    # nccl-tests prints one table per algorithm and rank count, whichever path timed a size.
+    direct = [r for r in rows if r["algorithm"] == "direct"]
+    assert {r["path"] for r in direct} == {"symmetric", "full"}
+    (run,) = read_logs(nccl_tests_tables(direct, {"switch-64": topology}))
+    assert sorted(row.size_bytes for row in run.rows) == [4100, 24 * 1024]

@@ -157,7 +157,7 @@ ESTIMATE = ("estimate", "-t", "dgx-h100", "-c", "allreduce", "-p", "8", "-s", "1
 def test_estimate_json_records_the_choice(capsys):
     status, out, _ = run_cli(capsys, *ESTIMATE, "-a", "auto", "--json")
     row = json.loads(out)
-    assert status == 0 and tuple(row) == COLUMNS + ("path",)
+    assert status == 0 and tuple(row) == COLUMNS
     assert row["algorithm"] == "auto" and row["selected"] in registered_nccl("allreduce")
     assert row["protocol"] in ("LL", "LL128", "Simple") and row["channels"] >= 1
     status, out, _ = run_cli(capsys, *ESTIMATE, "-a", "best", "--json")
@@ -244,7 +244,7 @@ algorithms: [ring, binomial]
 sweep: {size: [8, 1GiB], ranks: [8], param: {protocol: [ll, Simple], channels: [2, auto]}}
 """
     rows = run_scenario(load_scenario(text=text), tmp_path / "out")
-    assert rows.columns[10:] == ["selected", "protocol", "channels"]
+    assert rows.columns[10:] == ["selected", "path", "protocol", "channels"]
     assert key_columns(rows.columns)[-2:] == ["protocol", "channels"]
     ring = [r for r in rows if r["algorithm"] == "ring"]
     assert len(ring) == 8 and len(rows) == 10      # binomial takes neither: one row per size

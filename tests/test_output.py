@@ -26,8 +26,9 @@ from collsim.simulate import COLUMNS, RESULT_COLUMNS
 
 
 def test_columns_are_the_simulators():
-    # The contract's columns first (docs/design.md#results-table), then what the call ran with.
-    assert (*RESULT_COLUMNS, "protocol", "channels", "selected") == COLUMNS
+    # The contract's columns first (docs/design.md#results-table), then what the call ran with
+    # and how the engine timed it.
+    assert (*RESULT_COLUMNS, "protocol", "channels", "selected", "path") == COLUMNS
 
 
 def test_values_are_written_reproducibly():

@@ -78,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
             row[column] = getattr(result, column)  # null, not "", where not applicable
         if result.speedup_vs_auto is not None:
             row["speedup_vs_auto"] = result.speedup_vs_auto
-        row["path"] = result.path
         if result.fallback:  # why an algorithm declaring symmetry ran every rank
             row["fallback"] = result.fallback
         print(json.dumps({**row, **extra}))

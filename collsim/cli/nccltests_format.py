@@ -17,7 +17,7 @@ from collsim.output.files import replace_text
 
 NCCL_TESTS_FILE = "results.nccl-tests.txt"
 _MEASURES = ("time_s", "algbw_GBps", "busbw_GBps", "analytic_time_s", "size_bytes",
-             "protocol", "channels", "selected")
+             "protocol", "channels", "selected", "path")
 
 
 def machine(topology: Topology | None) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The results table (``results.csv``): the contract's columns (docs/design.md#results-table),
-then one column per swept key.
+what the call ran with, the engine's path, then one column per swept key.
 
 Values are written so that the same simulation always gives the same bytes: integers as
 digits, floats as Python's shortest round-trip text, missing values empty. Rows are appended
@@ -21,6 +21,7 @@ from collsim.errors import InputError
 from collsim.output.files import cut_torn_tail, replace_text, reported
 from collsim.simulate import (  # the columns are declared with the record that fills them
     CHOICE_COLUMNS,
+    ENGINE_COLUMNS,
     MEASURED_COLUMNS,
     RESULT_COLUMNS,
 )
@@ -34,21 +35,25 @@ NUMERIC_COLUMNS = {"ranks": int, "size_bytes": int, "time_s": float, "algbw_GBps
 
 def header(swept: Sequence[str]) -> list[str]:
     """The table's columns for a scenario sweeping ``swept`` keys."""
-    return [*RESULT_COLUMNS, *(c for c in CHOICE_COLUMNS if c not in swept), *swept]
+    return [*RESULT_COLUMNS, *(c for c in CHOICE_COLUMNS if c not in swept), *ENGINE_COLUMNS,
+            *swept]
 
 
 def outcome_columns(columns: Sequence[str]) -> set[str]:
-    """The measured columns, and the choice columns in their place after the contract's (up to
-    ``selected``, always last there); a swept protocol or channels further on is a key."""
+    """The measured columns, the choice columns in their place after the contract's (up to
+    ``selected``, always last there), and the engine's ``path`` right after them; a swept
+    protocol or channels further on is a key. A table written before ``path`` was a column
+    ends its outcomes at ``selected``."""
     columns = list(columns)
     outcomes = set(MEASURED_COLUMNS)
     if "analytic_time_s" in columns:
+        allowed = CHOICE_COLUMNS
         for column in columns[columns.index("analytic_time_s") + 1:]:
-            if column not in CHOICE_COLUMNS:
+            if column not in allowed:
                 break
             outcomes.add(column)
             if column == CHOICE_COLUMNS[-1]:
-                break
+                allowed = ENGINE_COLUMNS
     return outcomes
 
 

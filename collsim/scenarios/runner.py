@@ -40,6 +40,7 @@ from collsim.scenarios.model import Point, Scenario
 from collsim.scenarios.progress import Progress
 from collsim.scenarios.sweep import Sweep, expand
 from collsim.scenarios.worker import raise_error
+from collsim.simulate import ENGINE_COLUMNS
 
 if TYPE_CHECKING:
     from collsim.output.figures import Drawn
@@ -119,8 +120,7 @@ def _run_locked(scenario: Scenario, options: RunOptions, sweep: Sweep, columns: 
             paths = info.setdefault("paths", {})  # how the engine timed the points
             for result in results:
                 for index, row in result.rows:
-                    path = row.pop("path", "full")
-                    paths[path] = paths.get(path, 0) + 1
+                    paths[row["path"]] = paths.get(row["path"], 0) + 1
                     values = point_values(sweep.points[index])
                     # A swept key the algorithm does not take is empty, even a protocol or
                     # channels the call ran with.
@@ -177,6 +177,13 @@ def _prepare(out: Path, table: Path, scenario: Scenario, columns: list[str],
                              f"this one, or of its topologies); run without --resume into a new "
                              f"--out, or pass --force to replace them", key="--resume")
         found, rows = read_raw(table, notes)
+        if found == [c for c in columns if c not in ENGINE_COLUMNS]:
+            # Its rows cannot say which path timed them, and guessing would make the column
+            # untrue; running them again costs what the first run did.
+            raise InputError(f"{table} has no path column (it was written by an earlier "
+                             f"collsim), so its rows do not say how the engine timed them; "
+                             f"pass --force to run it again, or run into a new --out",
+                             key="--resume")
         if found != columns:
             raise InputError(f"the columns of {table} are not this scenario's; pass --force to "
                              f"replace the table", key="--resume")

@@ -47,7 +47,6 @@ def simulate_point(scenario: str, sources: tuple[TopologySource, ...], point: Po
                       point.ranks, point.size, dict(point.params) or None, exact=exact)
     row = dict(result.row())
     row["scenario"] = scenario
-    row["path"] = result.path  # not a column: the runner counts it into run.json
     row.update(point.settings)
     row.update(point.params)
     return row
