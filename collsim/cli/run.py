@@ -44,8 +44,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-figures", action="store_true", help="write the table only")
     parser.add_argument("--exact", action="store_true",
                         help="every point on the full simulation's times, as the scenario's "
-                             "'exact: true': no pipeline path (docs/engine.md); run.json "
-                             "counts the points per path")
+                             "'exact: true': no pipeline path (docs/engine.md); each row's "
+                             "path column says which path timed it")
     parser.add_argument("--format", choices=("csv", "nccl-tests"), default="csv",
                         help="nccl-tests: also write DIR/results.nccl-tests.txt, the results "
                              "as nccl-tests tables (one per topology, algorithm, collective, "
