@@ -17,6 +17,7 @@ from collsim.output.table import (
     TableWriter,
     format_value,
     header,
+    key_columns,
     point_key,
     read_raw,
     read_table,
@@ -29,6 +30,17 @@ def test_columns_are_the_simulators():
     # The contract's columns first (docs/design.md#results-table), then what the call ran with
     # and how the engine timed it.
     assert (*RESULT_COLUMNS, "protocol", "channels", "selected", "path") == COLUMNS
+
+
+def test_path_is_an_outcome_in_new_tables_and_absent_from_old_ones():
+    swept = header(["protocol", "link.bandwidth"])
+    assert swept[len(RESULT_COLUMNS):] == ["channels", "selected", "path", "protocol",
+                                           "link.bandwidth"]
+    assert key_columns(swept)[-2:] == ["protocol", "link.bandwidth"]  # the values asked for
+    # A table from before the path column: its outcomes end at selected, as they did.
+    old = [c for c in swept if c != "path"]
+    assert key_columns(old) == key_columns(swept)
+    assert key_columns(header([])) == key_columns([c for c in header([]) if c != "path"])
 
 
 def test_values_are_written_reproducibly():
