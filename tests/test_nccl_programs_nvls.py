@@ -311,5 +311,8 @@ def test_under_nccls_costs_a_one_node_allreduce_pays_its_arity_figure():
     topology = load_topology("topologies/dgx-h100.yaml")
     job, _ = make_job(topology, REGISTRY["allreduce", "nvls"], 8, 4 << 20, {})
     assert job.params["arity_us"] == 0.4
+    job, _ = make_job(topology, REGISTRY["allreduce", "nvls"], 8, 4 << 20,
+                      {"chunk_size": 1 << 20})
+    assert job.params["arity_us"] == 0.4  # a chunk the caller gives keeps NCCL's kernel
     job, _ = make_job(topology, REGISTRY["allgather", "nvls"], 8, 4 << 20, {})
     assert "arity_us" not in job.params

@@ -359,12 +359,12 @@ def nvls_protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
                          channels: int | str) -> CallParams:
     """NVLS's chunk follows the call's size (:func:`nvls_chunk_bytes`); an allreduce on one
     node also pays NCCL's per-head scatter and gather (``arity_us``, :func:`serial_steps`)."""
-    if "chunk_size" in call.params:
-        return {}
     per_node = gpus_per_node(call.topology, gpus)
-    heads = nvls_heads(max(per_node.values(), default=1))
-    implied: CallParams = {"chunk_size": nvls_chunk_bytes(call.algorithm, call.size_bytes,
-                                                          int(channels), heads, len(per_node))}
+    implied: CallParams = {}
+    if "chunk_size" not in call.params:
+        heads = nvls_heads(max(per_node.values(), default=1))
+        implied["chunk_size"] = nvls_chunk_bytes(call.algorithm, call.size_bytes,
+                                                 int(channels), heads, len(per_node))
     if len(per_node) == 1 and call.collective == "allreduce":
         implied["arity_us"] = COLLNET_DIRECT_ARITY_US
     return implied
