@@ -105,6 +105,16 @@ class Copy:
 
 
 @dataclass(slots=True)
+class Pause:
+    """Keep the rank busy for ``seconds`` without moving data: work of a kernel whose cost
+    is a fixed time rather than bytes (NCCL's scatter over its NVLS heads, one peer after
+    another). The data interpreter ignores it; in a step it runs beside the step's
+    messages, so the step takes the longer of the two."""
+
+    seconds: float
+
+
+@dataclass(slots=True)
 class Parallel:
     """Sub-programs run side by side by one rank; the step completes when all have finished.
 
@@ -116,7 +126,7 @@ class Parallel:
     programs: Sequence[Iterator]
 
 
-Op = Send | Recv | Reduce | Copy
+Op = Send | Recv | Reduce | Copy | Pause
 Step = Op | tuple[Op, ...] | list[Op] | Parallel
 Program = Iterator[Step]
 

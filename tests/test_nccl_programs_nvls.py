@@ -5,15 +5,23 @@ call's size, and the machines NVLS refuses."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from collsim.algorithms import REGISTRY
-from collsim.algorithms.nccl.nvls import lane_chunks, nvls_allreduce_job, nvls_one_node_job
+from collsim.algorithms.nccl.nvls import (
+    lane_chunks,
+    nvls_allreduce_job,
+    nvls_one_node_job,
+    serial_steps,
+)
 from collsim.algorithms.nccl.nvls_tree import tree_halves
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.engine.costs import IDEAL
 from collsim.engine.data import check_algorithm
+from collsim.engine.timing import TimingEngine
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.topology import fully_connected, switch
@@ -73,13 +81,14 @@ def test_closed_forms_on_the_ideal_switch_for_channels_and_chunk_caps(collective
 
 
 def test_one_node_streams_by_chunk_and_across_nodes_a_loop_is_every_heads_chunk():
-    # One node: the pipeline's unit is a channel's chunk, so 160 chunks are 160 steps of 4p
-    # messages (up, partial, result, down). Across nodes it is NCCL's loop, heads x chunk a
-    # channel, with at most 32 heads: 40 GPUs a node make 160 chunks 5 loops (4 with 40).
+    # One node: the pipeline's unit is a channel's chunk, so 160 chunks are 160 steps of
+    # messages up and down for the 40 GPUs and, for the 32 heads (NCCL's most), a partial and
+    # a result. Across nodes it is NCCL's loop, heads x chunk a channel, with at most 32
+    # heads: 40 GPUs a node make 160 chunks 5 loops (4 with 40).
     machine = switch("ideal", 40, LATENCY, BANDWIDTH, REDUCE)
     unit = 4 * 64 * 40  # slices of whole elements, as the closed form assumes
     result = simulate(machine, "allreduce", "nvls", 40, 160 * unit, {"chunk_size": unit})
-    assert result.transfers == 4 * 40 * 160
+    assert result.transfers == (2 * 40 + 2 * 32) * 160
     assert result.time_s == pytest.approx(result.analytic_time_s, rel=1e-9)
     job = Job("allreduce", 80, 160 * unit // 4, params={"chunk_size": unit},
               nodes=tuple(r // 40 for r in range(80)))
@@ -249,3 +258,61 @@ def test_one_channel_climbs_tree_0_alone():
               nodes=(0,) * 8 + (1,) * 8)
     regions, trees = tree_halves(job, 6)
     assert regions == lane_chunks(job, 6) and trees == [0, 0, 0]
+
+
+def test_only_nccls_32_heads_load_and_store_a_slice():
+    # 40 GPUs on one NVSwitch: GPUs 0-31 head a slice of every chunk (n/32 more each way),
+    # GPUs 32-39 only send their copy up and take the multicast down (n each way).
+    machine = topology_from_text(NODE.replace("gpus: 8", "gpus: 40"))
+    n = 32 * 4 * 64 * 12
+    recorded = record_call(machine, "allreduce", "nvls", 40, n, {"chunk_size": 32 * 4 * 64})
+    loads = {load.link.name: load.bytes for load in link_loads(recorded.fabric)}
+    gpu_links = sorted(b for name, b in loads.items() if "nvswitch" in name)
+    assert len(gpu_links) == 80
+    assert gpu_links[:16] == pytest.approx([n] * 16)
+    assert gpu_links[16:] == pytest.approx([n * (1 + 1 / 32)] * 64)
+
+
+def test_the_scatter_and_gather_one_head_after_another_by_hand():
+    # 4 GPUs, 4 heads, 6 chunks of one element (NCCL's too), a = 1 us: loop 0 is chunks 0-3,
+    # loop 1 chunks 4-5. Loop 0's scatter (4a) comes first; loop 1's (chunks 4, 5) beside
+    # steps 0 and 1; loop 0's gather (chunks 0-3) beside steps 7, 8, 9, 10, the last three
+    # at the last step (8); loop 1's gather (2a) after it.
+    job = Job("allreduce", 4, 6, 4, params={"chunk_size": 4, "arity_us": 1.0})
+    lead, each, tail = serial_steps(job, 6, 4)
+    assert lead == pytest.approx(4e-6) and tail == pytest.approx(2e-6)
+    assert each == pytest.approx([1e-6, 1e-6, 0, 0, 0, 0, 0, 1e-6, 3e-6])
+    # 384 of NCCL's chunks run as the pipeline's 192 (its cap): each stands for two, but
+    # the first and last loops are NCCL's own (4 chunks each).
+    job = Job("allreduce", 4, 384, 4, params={"chunk_size": 4, "arity_us": 1.0})
+    lead, each, tail = serial_steps(job, 192, 4)
+    assert lead == pytest.approx(4e-6) and tail == pytest.approx(4e-6)
+    assert each[:3] == pytest.approx([2e-6] * 3) and sum(each) == pytest.approx(2e-6 * 376)
+    # without arity_us (the ideal model) nothing is charged
+    assert serial_steps(Job("allreduce", 4, 6, 4, params={"chunk_size": 4}), 6, 4) == \
+        (0.0, [0.0] * 9, 0.0)
+
+
+def test_the_scatter_and_gather_pauses_add_their_time_where_no_bytes_hide_them():
+    # The case above on the ideal switch with a = 1 ms: the pauses (4 + 1 + 1 + 1 + 3 + 2 =
+    # 12 a) take at most their sum longer than the pipeline alone, and at least that less
+    # the pipeline's whole time (what they overlap).
+    machine = switch("ideal", 4, LATENCY, BANDWIDTH, REDUCE)
+    job, gpus = make_job(machine, REGISTRY["allreduce", "nvls"], 4, 24, {"chunk_size": 4})
+    program = REGISTRY["allreduce", "nvls"].program
+    alone = TimingEngine(machine, gpus, job, program).run().time
+    paused = replace(job, params={**job.params, "arity_us": 1000.0})
+    with_pauses = TimingEngine(machine, gpus, paused, program).run().time
+    assert 12e-3 - alone <= with_pauses - alone <= 12e-3 * (1 + 1e-9)
+    assert alone < 1e-4
+
+
+def test_under_nccls_costs_a_one_node_allreduce_pays_its_arity_figure():
+    topology = load_topology("topologies/dgx-h100.yaml")
+    job, _ = make_job(topology, REGISTRY["allreduce", "nvls"], 8, 4 << 20, {})
+    assert job.params["arity_us"] == 0.4
+    job, _ = make_job(topology, REGISTRY["allreduce", "nvls"], 8, 4 << 20,
+                      {"chunk_size": 1 << 20})
+    assert job.params["arity_us"] == 0.4  # a chunk the caller gives keeps NCCL's kernel
+    job, _ = make_job(topology, REGISTRY["allgather", "nvls"], 8, 4 << 20, {})
+    assert "arity_us" not in job.params

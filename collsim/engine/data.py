@@ -12,7 +12,7 @@ import numpy as np
 from collsim.collectives import REDUCE_OPS, expected_result, initial_buffers, inputs_for
 from collsim.engine.rendezvous import Rendezvous, bad_count, bad_peer, deadlock_message
 from collsim.errors import SimulationError
-from collsim.program import Copy, Job, Parallel, ProgramFactory, Recv, Reduce, Send
+from collsim.program import Copy, Job, Parallel, Pause, ProgramFactory, Recv, Reduce, Send
 
 
 @dataclass
@@ -127,6 +127,8 @@ def run_data(programs: ProgramFactory, job: Job, op: str, buffers: list[dict[str
                     dst = _region(mine, o.dst_buf, o.dst_offset + i * o.dst_stride,
                                   o.count, rank, o)
                     dst[...] = src
+            elif kind is Pause:
+                continue  # time only
             elif kind is Parallel:
                 raise SimulationError(f"rank {rank}: a Parallel step must be a step by "
                                       "itself, not part of a tuple of operations")

@@ -21,7 +21,7 @@ from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric, Flow
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.hardware.topology import Topology
-from collsim.program import Copy, Job, Parallel, ProgramFactory, Recv, Reduce, Send
+from collsim.program import Copy, Job, Parallel, Pause, ProgramFactory, Recv, Reduce, Send
 
 _RATE = Flow.rate  # the slot descriptor a recording flow's property reads and writes
 
@@ -119,6 +119,8 @@ def describe(step: object) -> str:
             parts.append("reduce")
         elif kind is Copy:
             parts.append("copy")
+        elif kind is Pause:
+            parts.append("pause")
     return " ".join(parts) or "step"
 
 

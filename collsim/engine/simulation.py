@@ -54,7 +54,7 @@ from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.engine.rendezvous import Rendezvous, bad_count, bad_peer, deadlock_message
 from collsim.errors import SimulationError
 from collsim.hardware.topology import Topology
-from collsim.program import Copy, Job, Parallel, ProgramFactory, Recv, Reduce, Send
+from collsim.program import Copy, Job, Parallel, Pause, ProgramFactory, Recv, Reduce, Send
 
 
 class RankState:
@@ -412,11 +412,16 @@ class Call(BufferedSends, Combines, CapLinks):
                 self._resume_ready()
 
     def _post_local(self, state: RankState, op: object) -> None:
-        """Local operations: a reduction occupies the GPU; a copy is free."""
+        """Local operations: a reduction occupies the GPU; a pause takes its time; a copy
+        is free."""
         kind = type(op)
         if kind is Reduce:
             state.pending += 1
             self._combine(state, op.count)
+        elif kind is Pause:
+            if op.seconds > 0:
+                state.pending += 1
+                call_later(self.env, op.seconds, self._op_done, state)
         elif kind is Parallel:
             raise SimulationError(f"rank {state.rank}: a Parallel step must be a step by "
                                   "itself, not part of a tuple of operations")

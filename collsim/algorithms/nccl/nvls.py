@@ -14,11 +14,13 @@ slice of a loop to the network as one step, so there the unit is the loop
 (``channels × heads × chunk_size``): a head's message is ``channels × chunk_size``.
 
 - **allreduce, one node** (``multimem.ld_reduce`` then ``multimem.st``): each GPU sends
-  chunk i to the switch, which combines the copies and returns slice g of the sum to GPU g
-  (the GPU that loads it); GPU g stores the slice back and the switch multicasts the chunk
-  to every GPU. Every GPU's links carry n(1 + 1/p) each way. The four hops run as a
-  pipeline of steps: step j moves chunk j up, slice j-1 down, slice j-2 up and chunk j-3
-  down.
+  chunk i to the switch, which combines the copies and returns slice g of the sum to head g
+  (the GPU that loads it; the first min(p, 32) GPUs are heads); head g stores the slice
+  back and the switch multicasts the chunk to every GPU. A head's links carry
+  n(1 + 1/heads) each way, any other GPU's n. The four hops run as a pipeline of steps:
+  step j moves chunk j up, slice j-1 down, slice j-2 up and chunk j-3 down. Under NCCL's
+  costs every GPU also pays NCCL's scatter and gather, which copy a loop's chunks one head
+  after another (:func:`serial_steps`).
 - **allreduce across nodes** (NCCL pairs NVLS with CollNet there): each chunk is cut into one
   slice per head (slice h: the node's GPU ``h mod size``, in rank order); the switch sends
   the other GPUs' sum of slice h to its head, which combines it into its own, reduces it
@@ -64,9 +66,10 @@ from collsim.algorithms.nccl.tree import relay_steps
 from collsim.algorithms.registry import Cost, register
 from collsim.callspec import CallSpec, gpus_per_node
 from collsim.errors import InputError
+from collsim.nccl.constants import COLLNET_DIRECT_ARITY_US
 from collsim.nccl.search import nvls_heads
 from collsim.params import CallParams
-from collsim.program import Copy, Job, Op, Parallel, Program, Recv, Reduce, Send, block
+from collsim.program import Copy, Job, Op, Parallel, Pause, Program, Recv, Reduce, Send, block
 from collsim.tags import TAGS
 
 SOURCE = ("NCCL src/device/all_reduce.h runNvls, src/transport/nvls.cc (NCCL_NVLS_CHUNKSIZE "
@@ -107,14 +110,15 @@ def one_node_cost(c: Cost) -> float:
     if c.p == 1:
         return 0.0
     k = _cost_chunks(c, c.n, ONE_NODE_STAGES)
-    return sum(c.alpha / 2 + max(one_node_step_bytes(j, k, c.n / k, c.p)) * c.beta
+    heads = nvls_heads(c.p)
+    return sum(c.alpha / 2 + max(one_node_step_bytes(j, k, c.n / k, heads)) * c.beta
                for j in range(k + 3))
 
 
-def one_node_step_bytes(j: int, k: int, chunk: float, p: int) -> tuple[float, float]:
-    """Bytes (up, down) on each GPU's links in step j of k chunks: chunk j up and the stored
+def one_node_step_bytes(j: int, k: int, chunk: float, heads: int) -> tuple[float, float]:
+    """Bytes (up, down) on a head's links in step j of k chunks: chunk j up and the stored
     slice of chunk j-2; the loaded slice of chunk j-1 and the multicast of chunk j-3 down."""
-    piece = chunk / p
+    piece = chunk / heads
     up = chunk * (j < k) + piece * (2 <= j <= k + 1)
     down = piece * (1 <= j <= k) + chunk * (3 <= j <= k + 2)
     return up, down
@@ -237,13 +241,19 @@ def _allreduce(rank: int, job: Job) -> Program:
 
 
 def one_node_allreduce(rank: int, job: Job) -> Program:
-    """One node: GPU g loads slice g of each chunk's sum from the switch and stores it back
-    for the switch to multicast; every GPU and the switch (rank p) step together, step j
-    moving chunk j up, slice j-1 down, slice j-2 up and chunk j-3 down."""
+    """One node: head g (the first :func:`~collsim.nccl.search.nvls_heads` GPUs) loads slice
+    g of each chunk's sum from the switch and stores it back for the switch to multicast;
+    every GPU and the switch (rank p) step together, step j moving chunk j up, slice j-1
+    down, slice j-2 up and chunk j-3 down. With ``arity_us`` (NCCL's costs) each GPU also
+    spends that long per chunk on its scatter and on its gather (:func:`serial_steps`)."""
     p, width = job.nranks, job.count
     cs = stream_chunks(job, ONE_NODE_STAGES)
     k = len(cs)
-    piece = [slices(c, p) for c in cs]
+    heads = nvls_heads(p)
+    piece = [slices(c, heads) for c in cs]
+    lead, each, tail = serial_steps(job, k, heads)
+    if rank < p and lead:
+        yield Pause(lead)
     for j in range(k + 3):
         ops: list[Op] = []
         if rank == p:
@@ -251,20 +261,22 @@ def one_node_allreduce(rank: int, job: Job) -> Program:
                 ops += [Recv(g, UP[j], g * width + cs[j][0], cs[j][1], buf="tmp")
                         for g in range(p)]
             if 1 <= j <= k:
-                ops += [Send(g, PARTIAL[j - 1], *piece[j - 1][g]) for g in range(p)]
+                ops += [Send(g, PARTIAL[j - 1], *piece[j - 1][g]) for g in range(heads)]
             if 2 <= j <= k + 1:
-                ops += [Recv(g, RESULT[j - 2], *piece[j - 2][g]) for g in range(p)]
+                ops += [Recv(g, RESULT[j - 2], *piece[j - 2][g]) for g in range(heads)]
             if j >= 3:
                 ops += [Send(g, DOWN[j - 3], *cs[j - 3]) for g in range(p)]
         else:
             if j < k:
                 ops.append(Send(p, UP[j], *cs[j]))
-            if 1 <= j <= k:
+            if 1 <= j <= k and rank < heads:
                 ops.append(Recv(p, PARTIAL[j - 1], *piece[j - 1][rank]))
-            if 2 <= j <= k + 1:
+            if 2 <= j <= k + 1 and rank < heads:
                 ops.append(Send(p, RESULT[j - 2], *piece[j - 2][rank]))
             if j >= 3:
                 ops.append(Recv(p, DOWN[j - 3], *cs[j - 3]))
+            if each[j]:
+                ops.append(Pause(each[j]))
         if ops:
             yield tuple(ops)
         if rank == p and j < k:  # chunk j's copies combined before its slices leave
@@ -272,6 +284,34 @@ def one_node_allreduce(rank: int, job: Job) -> Program:
             yield (Copy("buf", offset, "tmp", offset, count),
                    *(Reduce("buf", offset, "tmp", g * width + offset, count)
                      for g in range(1, p)))
+    if rank < p and tail:
+        yield Pause(tail)
+
+
+def serial_steps(job: Job, k: int, heads: int) -> tuple[float, list[float], float]:
+    """The seconds a GPU spends on NCCL's scatter and gather, one head after another
+    (``ScatterGatherOp`` in NCCL's src/device/prims_simple.h copies each head's chunk of a
+    loop in turn; a loop is ``heads`` chunks): (before the first step, in each of the k + 3
+    steps, after the last). Each chunk costs ``arity_us`` on the scatter and again on the
+    gather (NCCL's per-rank "arity serialization" figure). Loop l's scatter runs while loop
+    l-1 moves (chunk j's beside step j - heads), so the first loop's comes before the first
+    step; loop l's gather runs while loop l+1 moves (chunk j's beside step j + 3 + heads, at
+    the latest the last step), the last loop's after the last step. A chunk that stands for
+    m of NCCL's (the pipeline's cap, :func:`stream_chunks`) costs m times as much, except in
+    the first and last loop, which are NCCL's own."""
+    each = [0.0] * (k + 3)
+    arity = float(job.params.get("arity_us", 0.0)) * 1e-6
+    if arity <= 0:
+        return 0.0, each, 0.0
+    nccl = -(-job.count // (channels_of(job) * chunk_elements(job)))  # NCCL's chunks
+    per_chunk = arity * max(1.0, nccl / k)
+    for j in range(heads, k):  # the scatter of chunk j, beside step j - heads
+        each[j - heads] += per_chunk
+    last = k - 1 - (k - 1) % heads  # the first chunk of the last loop
+    for j in range(last):  # the gather of chunk j, beside step j + 3 + heads
+        each[min(k + 2, j + 3 + heads)] += per_chunk
+    in_last_loop = nccl - heads * ((nccl - 1) // heads)
+    return arity * min(heads, nccl), each, arity * in_last_loop
 
 
 def allreduce_helpers(job: Job, switches: list[str], plan: SharpPlan | None) -> Job:
@@ -317,13 +357,17 @@ ONE_NODE_FORM = ("one node, k = min(⌈n/(channels·chunk)⌉, 192) chunks of c 
 
 def nvls_protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
                          channels: int | str) -> CallParams:
-    """NVLS's chunk follows the call's size (:func:`nvls_chunk_bytes`)."""
-    if "chunk_size" in call.params:
-        return {}
+    """NVLS's chunk follows the call's size (:func:`nvls_chunk_bytes`); an allreduce on one
+    node also pays NCCL's per-head scatter and gather (``arity_us``, :func:`serial_steps`)."""
     per_node = gpus_per_node(call.topology, gpus)
-    heads = nvls_heads(max(per_node.values(), default=1))
-    return {"chunk_size": nvls_chunk_bytes(call.algorithm, call.size_bytes, int(channels),
-                                           heads, len(per_node))}
+    implied: CallParams = {}
+    if "chunk_size" not in call.params:
+        heads = nvls_heads(max(per_node.values(), default=1))
+        implied["chunk_size"] = nvls_chunk_bytes(call.algorithm, call.size_bytes,
+                                                 int(channels), heads, len(per_node))
+    if len(per_node) == 1 and call.collective == "allreduce":
+        implied["arity_us"] = COLLNET_DIRECT_ARITY_US
+    return implied
 
 
 @register(
