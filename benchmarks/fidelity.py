@@ -16,6 +16,8 @@ busbw.png (benchmarks/fidelity_figure.py, which redraws it alone). Fits are cach
 .cache/fidelity.json (delete it after changing the model).
 
     python benchmarks/fidelity.py [--no-calibrate] [--max-ranks 8]
+    python benchmarks/fidelity.py --no-calibrate --runs a3mega --runs aws-p   # a few runs,
+        per run, printed only (the table, rows.csv and the figure are left as they are)
     python benchmarks/fidelity.py --shard 0/2 & python benchmarks/fidelity.py --shard 1/2; \
         wait; python benchmarks/fidelity.py        # the fits on two cores, then the table
 """
@@ -305,6 +307,9 @@ def main() -> int:
     parser.add_argument("--shard", metavar="K/N", help="only fit the K-th of N shares of the "
                         "fits (K = 0..N-1), into a cache of its own that a later run without "
                         "--shard reads: N processes fit side by side")
+    parser.add_argument("--runs", action="append", metavar="SUBSTRING",
+                        help="only the runs whose id contains SUBSTRING (repeatable): their "
+                        "errors per run are printed, and no file but the cache is written")
     args = parser.parse_args()
     started = time.time()
     cache = json.loads(CACHE.read_text()) if CACHE.is_file() else {}
@@ -318,6 +323,11 @@ def main() -> int:
             cache.update(shard_cache)
     SIMULATED.update(cache["sim"])
     runs, skipped = load_runs()
+    if args.runs:
+        runs = [r for r in runs if any(part in r.run_id for part in args.runs)]
+        if not runs:
+            print(f"no run's id contains {' or '.join(args.runs)}", file=sys.stderr)
+            return 2
     if args.shard:
         shard, shards = (int(part) for part in args.shard.split("/"))
         path = CACHE.parent / f"fidelity-shard{shard}.json"
@@ -365,6 +375,10 @@ def main() -> int:
         CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
         print(f"{spec.run_id:<34} {spec.preset:<20} {time.time() - started:6.1f} s",
               file=sys.stderr)
+    if args.runs:
+        print(per_run(table))
+        print(f"{time.time() - started:.1f} s", file=sys.stderr)
+        return 0
     scale = scale_up(runs, cache)
     CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
     write(table, skipped, scale, args.max_ranks, args.out)
@@ -407,6 +421,20 @@ KINDS = (("auto", "auto_busbw"), ("forced", "forced_busbw"),
 def error(record: dict, column: str) -> float | None:
     value = record[column]
     return None if value is None else value / record["measured_busbw"] - 1
+
+
+def per_run(table: list[dict]) -> str:
+    """Each run's rows, median and p90 of |busbw error| per kind, and its picks (--runs)."""
+    lines = [f"{'run':<30} {'machine':<16}" + "".join(f" | {name:>19}" for name, _ in KINDS)]
+    for run in dict.fromkeys(r["run_id"] for r in table):
+        mine = [r for r in table if r["run_id"] == run]
+        cells = [stats([e for r in mine if (e := error(r, column)) is not None])
+                 for _, column in KINDS]
+        lines.append(f"{run:<30} {mine[0]['machine']:<16}" + "".join(f" | {c:>19}"
+                                                                    for c in cells))
+        picks = dict.fromkeys(r["auto_pick"] for r in mine)
+        lines.append(f"{'':<30} picks: {', '.join(picks)}")
+    return "\n".join(lines)
 
 
 def worst(table: list[dict], count: int) -> str:
