@@ -102,8 +102,16 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
     # The issue's servers: "3 servers x 8 A100-SXM4-40GB, 4 HDR IB cards each".
     "a100-3n-hdr-issue119": ("a100-cluster", {"node.nics.count": 4},
                              "4x 200G HDR per node (the issue's servers)"),
-    "gcp-a3mega-h100-2n-ar": ("a3-mega-cluster", {},
-                              "A3 Mega: 8x 200G GPUDirect-TCPXO (the repository's name)"),
+    # The run's repository installs TCPXO plugin image v1.0.3 (startup_script.sh, NCCL 2.21.5)
+    # and sources the profile it ships, which sets NCCL_ALGO=Ring,Tree, NCCL_PROTO=Simple and
+    # NCCL_NVLS_ENABLE=0 (Google's release notes for that image, container-engine-accelerators
+    # gpudirect-tcpxo/README.md); the preset holds today's profile.
+    "gcp-a3mega-h100-2n-ar": ("a3-mega-cluster",
+                              {"nccl.environment.NCCL_ALGO": "Ring,Tree",
+                               "nccl.environment.NCCL_PROTO": "Simple",
+                               "nccl.environment.NCCL_NVLS_ENABLE": 0},
+                              "A3 Mega: 8x 200G GPUDirect-TCPXO (the repository's name), under "
+                              "the profile of the plugin image the run's repository installs"),
     # NCCL over TCP sockets (NCCL_IB_DISABLE=1) through one interface: the socket transport
     # (no GPUDirect), one NIC; its speed is not stated, so the preset's 400 Gb/s (DGX H200's
     # ConnectX-7) stands.
