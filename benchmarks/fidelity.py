@@ -97,8 +97,12 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
     **{run: ("p4d-efa-cluster", {}, "p4d/p4de: 4x 100G EFA through aws-ofi-nccl")
        for run in ("aws-p4de-2n-ar", "aws-p4dn-2n-ar-issue527", "aws-p4dn-3n-ar-issue527",
                    "aws-p4dn-4n-ar-issue527")},
-    **{run: ("p5-efa-cluster", {}, "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl)")
-       for run in ("aws-p5-2n-ar", "aws-p5-2n-eks-nccl2185-ar")},
+    "aws-p5-2n-ar": ("p5-efa-cluster", {},
+                     "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl)"),
+    # aws-ofi-nccl v1.7.3-aws (the run's) set no NVLS chunk sizes: they came with v1.8.0.
+    "aws-p5-2n-eks-nccl2185-ar": ("p5-efa-cluster", {"nccl.environment": {}},
+                                  "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl "
+                                  "v1.7.3-aws, which set no NCCL variable here)"),
     # The issue's servers: "3 servers x 8 A100-SXM4-40GB, 4 HDR IB cards each".
     "a100-3n-hdr-issue119": ("a100-cluster", {"node.nics.count": 4},
                              "4x 200G HDR per node (the issue's servers)"),

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from collsim.algorithms.nccl.nvls import nvls_protocol_params
+from collsim.algorithms.nccl.switches import nvls_chunk_bytes
+from collsim.callspec import CallSpec
 from collsim.cli import main
 from collsim.hardware.loader import load_topology
 from collsim.hardware.shipped import find_topology
@@ -36,7 +39,10 @@ def picks(topology, collective="allreduce", **restrictions):
 def test_the_shipped_cloud_presets_carry_their_plugins_and_profiles_settings():
     assert dict(preset("p4d-efa-cluster").machine.nccl.environment) == {"NCCL_PROTO": "simple"}
     assert dict(preset("a3-mega-cluster").machine.nccl.environment) == {
-        "NCCL_PROTO": "Simple,LL128", "NCCL_MIN_NCHANNELS": 4}
+        "NCCL_PROTO": "Simple,LL128", "NCCL_MIN_NCHANNELS": 4,
+        "NCCL_NVLSTREE_MAX_CHUNKSIZE": 128 << 10}
+    assert dict(preset("p5-efa-cluster").machine.nccl.environment) == {
+        "NCCL_NVLS_CHUNKSIZE": 512 << 10, "NCCL_NVLSTREE_MAX_CHUNKSIZE": 512 << 10}
     assert dict(preset("h100-cluster").machine.nccl.environment) == {}
 
 
@@ -103,6 +109,8 @@ def test_topo_show_prints_the_environment(capsys):
     ("NCCL_ALGO", "ring;alltoall:tree", "unknown collective prefix"),
     ("NCCL_NVLS_ENABLE", "2", "is not one of"),
     ("NCCL_MIN_NCHANNELS", "0", "minimum"),
+    ("NCCL_NVLS_CHUNKSIZE", "512KiB", "expected integer"),
+    ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "1024", "minimum"),
     ("NCCL_BUFFSIZE", "8388608", "unknown key"),
 ])
 def test_a_bad_value_exits_2_naming_the_key(capsys, key, value, expected):
@@ -110,3 +118,30 @@ def test_a_bad_value_exits_2_naming_the_key(capsys, key, value, expected):
                         f"nccl.environment.{key}={value}")
     assert f"nccl.environment.{key}" in err
     assert expected in err
+
+
+@pytest.mark.parametrize(("size", "nodes", "env", "want"), [
+    # NCCL's NVLSTree rules (enqueue.cc calcCollChunking) from a 512 KiB NCCL_NVLS_CHUNKSIZE,
+    # 16 channels x 8 heads = 128 ops: 512 KiB from 32 x 128 x 512 KiB = 2 GiB up, 256 KiB
+    # under it, 128 KiB under 16 x 128 x 256 KiB = 512 MiB, 64 KiB under 64 MiB.
+    (2 << 30, 2, {"nvls_chunk": 512 << 10, "tree_max": 512 << 10}, 512 << 10),
+    ((2 << 30) - 1, 2, {"nvls_chunk": 512 << 10, "tree_max": 512 << 10}, 256 << 10),
+    ((512 << 20) - 1, 2, {"nvls_chunk": 512 << 10, "tree_max": 512 << 10}, 128 << 10),
+    ((64 << 20) - 1, 2, {"nvls_chunk": 512 << 10, "tree_max": 512 << 10}, 64 << 10),
+    # NCCL_NVLSTREE_MAX_CHUNKSIZE lifts the 64 KiB cap of 4 nodes and more ...
+    (2 << 30, 4, {"nvls_chunk": 512 << 10, "tree_max": 512 << 10}, 512 << 10),
+    (2 << 30, 4, {"nvls_chunk": 512 << 10}, 64 << 10),
+    # ... or lowers it (A3 Mega's 128 KiB) below the chunk
+    (2 << 30, 2, {"nvls_chunk": 512 << 10, "tree_max": 128 << 10}, 128 << 10),
+])
+def test_the_environments_nvls_chunk_sizes_follow_nccls_rules(size, nodes, env, want):
+    assert nvls_chunk_bytes("nvls_tree", size, 16, 8, nodes, **env) == want
+
+
+def test_p5s_nvlstree_runs_the_plugins_chunk():
+    p5 = preset("p5-efa-cluster")
+    spec = CallSpec(p5, "allreduce", "nvls_tree", 16, 4 << 30)
+    assert nvls_protocol_params(spec, range(16), "Simple", 16) == {"chunk_size": 512 << 10}
+    plain = preset("p5-efa-cluster", **{"nccl.environment": {}})
+    spec = CallSpec(plain, "allreduce", "nvls_tree", 16, 4 << 30)
+    assert nvls_protocol_params(spec, range(16), "Simple", 16) == {"chunk_size": 128 << 10}

@@ -29,6 +29,8 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
         NCCL_PROTO: Simple      #   the protocols NCCL may choose
         NCCL_NVLS_ENABLE: 0     #   0: no NVLS, whatever the NVSwitch can do
         NCCL_MIN_NCHANNELS: 4   #   the fewest channels NCCL's search keeps
+        NCCL_NVLS_CHUNKSIZE: 524288          # NVLS's chunk per channel (bytes)
+        NCCL_NVLSTREE_MAX_CHUNKSIZE: 524288  # NVLSTree's largest chunk (bytes)
       protocols:                # optional overrides of NCCL's constants, per protocol ...
         LL128:
           latency: {nvlink: 1.9us, pcie: 2.5us, network: 4us}   # NCCL's hwLat, by class
@@ -82,7 +84,11 @@ _ENVIRONMENT = {"type": "object",
                 "properties": {"NCCL_ALGO": {"type": "string"}, "NCCL_PROTO": {"type": "string"},
                                "NCCL_NVLS_ENABLE": {"enum": [0, 1]},
                                "NCCL_MIN_NCHANNELS": {"type": "integer", "minimum": 1,
-                                                      "maximum": 64}},
+                                                      "maximum": 64},
+                               **{name: {"type": "integer", "minimum": 16384,
+                                         "maximum": 8 << 20}
+                                  for name in ("NCCL_NVLS_CHUNKSIZE",
+                                               "NCCL_NVLSTREE_MAX_CHUNKSIZE")}},
                 "additionalProperties": False}
 _PROTOCOL = {"type": "object",
              "properties": {**_OVERRIDE, **{family: _FAMILY for family in ALGORITHMS}},
