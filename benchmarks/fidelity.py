@@ -94,15 +94,23 @@ class RunSpec:
 # Runs whose network the GPU's default cluster does not describe: run -> (preset, overrides,
 # why). The presets' figures come from the vendors' pages and plugins, not from these rows.
 RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
-    **{run: ("p4d-efa-cluster", {}, "p4d/p4de: 4x 100G EFA through aws-ofi-nccl")
-       for run in ("aws-p4de-2n-ar", "aws-p4dn-2n-ar-issue527", "aws-p4dn-3n-ar-issue527",
+    # The NCCL variables aws-ofi-nccl sets (nccl.environment) by the plugin the run used: the
+    # presets hold today's (docs/hardware.md#clouds). The README of the p4de and p5 examples
+    # builds them with aws-ofi-nccl 1.8.1 (NCCL_PROTO=simple on p4d, NVLSTree's 512 KiB cap on
+    # p5; NCCL_BUFFSIZE and NCCL_NVLS_CHUNKSIZE came with 1.16.0); its EKS excerpt names
+    # v1.7.3-aws, and issue 527 (July 2022) predates v1.6.0: neither set any.
+    "aws-p4de-2n-ar": ("p4d-efa-cluster", {"nccl.environment": {"NCCL_PROTO": "simple"}},
+                       "p4d/p4de: 4x 100G EFA through aws-ofi-nccl 1.8.1"),
+    **{run: ("p4d-efa-cluster", {"nccl.environment": {}},
+             "p4d/p4de: 4x 100G EFA through aws-ofi-nccl before 1.6.0")
+       for run in ("aws-p4dn-2n-ar-issue527", "aws-p4dn-3n-ar-issue527",
                    "aws-p4dn-4n-ar-issue527")},
-    "aws-p5-2n-ar": ("p5-efa-cluster", {},
-                     "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl)"),
-    # aws-ofi-nccl v1.7.3-aws (the run's) set no NVLS chunk sizes: they came with v1.8.0.
+    "aws-p5-2n-ar": ("p5-efa-cluster",
+                     {"nccl.environment": {"NCCL_NVLSTREE_MAX_CHUNKSIZE": 524288}},
+                     "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl 1.8.1)"),
     "aws-p5-2n-eks-nccl2185-ar": ("p5-efa-cluster", {"nccl.environment": {}},
                                   "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl "
-                                  "v1.7.3-aws, which set no NCCL variable here)"),
+                                  "v1.7.3-aws)"),
     # The issue's servers: "3 servers x 8 A100-SXM4-40GB, 4 HDR IB cards each".
     "a100-3n-hdr-issue119": ("a100-cluster", {"node.nics.count": 4},
                              "4x 200G HDR per node (the issue's servers)"),
@@ -243,11 +251,13 @@ def busbw(case: Case, index: int, topology=None) -> float:  # noqa: ANN001
 
 
 def source_stamp() -> str:
-    """A hash of the code and presets the figures depend on: the cache is kept while it holds."""
+    """A hash of the code, presets and run mappings the figures depend on: the cache is kept
+    while it holds."""
     digest = hashlib.sha256()
     for path in sorted([*(ROOT / "collsim").rglob("*.py"), *(ROOT / "topologies").glob("*.yaml"),
                         MEASUREMENTS]):
         digest.update(path.read_bytes())
+    digest.update(repr(sorted(RUN_PRESETS.items())).encode())
     return digest.hexdigest()[:16]
 
 

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import pytest
 
+from collsim.algorithms.nccl.channels import ring_chunk_bytes, simple_buffer
 from collsim.algorithms.nccl.nvls import nvls_protocol_params
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
+from collsim.algorithms.nccl.tree import _protocol_params as tree_params
 from collsim.callspec import CallSpec
 from collsim.cli import main
 from collsim.hardware.loader import load_topology
 from collsim.hardware.shipped import find_topology
 from collsim.nccl.adapter import nccl_system
 from collsim.nccl.choice import choose
+from collsim.nccl.protocols import buffer_payload
 from collsim.nccl.tuning import model
 from tests.exits import fails_cleanly
 
@@ -37,12 +40,14 @@ def picks(topology, collective="allreduce", **restrictions):
 
 
 def test_the_shipped_cloud_presets_carry_their_plugins_and_profiles_settings():
-    assert dict(preset("p4d-efa-cluster").machine.nccl.environment) == {"NCCL_PROTO": "simple"}
+    assert dict(preset("p4d-efa-cluster").machine.nccl.environment) == {
+        "NCCL_PROTO": "simple", "NCCL_BUFFSIZE": 8 << 20}
     assert dict(preset("a3-mega-cluster").machine.nccl.environment) == {
         "NCCL_PROTO": "Simple,LL128", "NCCL_MIN_NCHANNELS": 4,
-        "NCCL_NVLSTREE_MAX_CHUNKSIZE": 128 << 10}
+        "NCCL_NVLSTREE_MAX_CHUNKSIZE": 128 << 10, "NCCL_BUFFSIZE": 8 << 20}
     assert dict(preset("p5-efa-cluster").machine.nccl.environment) == {
-        "NCCL_NVLS_CHUNKSIZE": 512 << 10, "NCCL_NVLSTREE_MAX_CHUNKSIZE": 512 << 10}
+        "NCCL_NVLS_CHUNKSIZE": 512 << 10, "NCCL_NVLSTREE_MAX_CHUNKSIZE": 512 << 10,
+        "NCCL_BUFFSIZE": 8 << 20}
     assert dict(preset("h100-cluster").machine.nccl.environment) == {}
 
 
@@ -111,7 +116,8 @@ def test_topo_show_prints_the_environment(capsys):
     ("NCCL_MIN_NCHANNELS", "0", "minimum"),
     ("NCCL_NVLS_CHUNKSIZE", "512KiB", "expected integer"),
     ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "1024", "minimum"),
-    ("NCCL_BUFFSIZE", "8388608", "unknown key"),
+    ("NCCL_BUFFSIZE", "4096", "minimum"),
+    ("NCCL_LL_BUFFSIZE", "8388608", "unknown key"),
 ])
 def test_a_bad_value_exits_2_naming_the_key(capsys, key, value, expected):
     err = fails_cleanly(capsys, "topo", "show", "a3-mega-cluster", "--set",
@@ -145,3 +151,20 @@ def test_p5s_nvlstree_runs_the_plugins_chunk():
     plain = preset("p5-efa-cluster", **{"nccl.environment": {}})
     spec = CallSpec(plain, "allreduce", "nvls_tree", 16, 4 << 30)
     assert nvls_protocol_params(spec, range(16), "Simple", 16) == {"chunk_size": 128 << 10}
+
+
+def test_nccl_buffsize_sets_simples_step_and_a_connections_slots():
+    """NCCL_BUFFSIZE is Simple's buffer: its step (an eighth) is the ring's and tree's chunk
+    unit, and the slots hold the whole buffer; LL and LL128 keep theirs."""
+    p4d, plain = preset("p4d-efa-cluster"), preset("p4d-efa-cluster", **{"nccl.environment": {}})
+    assert simple_buffer(p4d) == 8 << 20 and simple_buffer(plain) == 4 << 20
+    assert ring_chunk_bytes("allreduce", "Simple", simple_buffer(p4d)) == 4 << 20  # 4 steps
+    assert ring_chunk_bytes("allreduce", "Simple", simple_buffer(plain)) == 2 << 20
+    assert ring_chunk_bytes("allreduce", "LL128", 8 << 20) == ring_chunk_bytes("allreduce",
+                                                                               "LL128")
+    tree = CallSpec(p4d, "allreduce", "nccl_tree", 16, 64 << 20)
+    assert tree_params(tree, range(16), "Simple", 8) == {"chunk_size": 1 << 20}
+    assert tree_params(CallSpec(plain, "allreduce", "nccl_tree", 16, 64 << 20), range(16),
+                       "Simple", 8) == {}
+    assert buffer_payload("Simple", 8 << 20) == 2 * buffer_payload("Simple")
+    assert buffer_payload("LL128", 8 << 20) == buffer_payload("LL128")

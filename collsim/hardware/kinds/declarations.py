@@ -31,6 +31,7 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
         NCCL_MIN_NCHANNELS: 4   #   the fewest channels NCCL's search keeps
         NCCL_NVLS_CHUNKSIZE: 524288          # NVLS's chunk per channel (bytes)
         NCCL_NVLSTREE_MAX_CHUNKSIZE: 524288  # NVLSTree's largest chunk (bytes)
+        NCCL_BUFFSIZE: 8388608  #   a connection's Simple buffer (bytes; its step is 1/8)
       protocols:                # optional overrides of NCCL's constants, per protocol ...
         LL128:
           latency: {nvlink: 1.9us, pcie: 2.5us, network: 4us}   # NCCL's hwLat, by class
@@ -88,7 +89,9 @@ _ENVIRONMENT = {"type": "object",
                                **{name: {"type": "integer", "minimum": 16384,
                                          "maximum": 8 << 20}
                                   for name in ("NCCL_NVLS_CHUNKSIZE",
-                                               "NCCL_NVLSTREE_MAX_CHUNKSIZE")}},
+                                               "NCCL_NVLSTREE_MAX_CHUNKSIZE")},
+                               "NCCL_BUFFSIZE": {"type": "integer", "minimum": 1 << 16,
+                                                 "maximum": 1 << 30}},
                 "additionalProperties": False}
 _PROTOCOL = {"type": "object",
              "properties": {**_OVERRIDE, **{family: _FAMILY for family in ALGORITHMS}},
