@@ -101,10 +101,10 @@ def test_min_nchannels_raises_the_channels_of_nccls_search():
 def test_topo_show_prints_the_environment(capsys):
     assert main(["topo", "show", "p4d-efa-cluster", "--no-bisection"]) == 0
     out = capsys.readouterr().out
-    assert "nccl.environment" in out
+    assert "NCCL env        nccl.environment" in out
     assert any(line.split() == ["NCCL_PROTO", "simple"] for line in out.splitlines())
     assert main(["topo", "show", "h100-cluster", "--no-bisection"]) == 0
-    assert "nccl.environment" not in capsys.readouterr().out
+    assert "NCCL env " not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("key", "value", "expected"), [

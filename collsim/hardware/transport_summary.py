@@ -69,7 +69,10 @@ def _figure_lines(name: str, figure: Sourced, nics: NicSpec, nccl: NcclFigures |
                   node_key: str) -> list[str]:
     label = _LABELS[name]
     if name not in MODELLED:
-        use = "the engine's own constant" if name == "steps" else "not modelled"
+        use = {"steps": "the engine's own constant",
+               "buffsize": "shown; NCCL runs the preset's nccl.environment",
+               "min_channels": "shown; NCCL runs the preset's nccl.environment"}.get(
+                   name, "not modelled")
         origin = f"transport ({use}): {figure.source}"
         value = _value(name, figure.value)
     else:
