@@ -93,7 +93,7 @@ def _figure_lines(name: str, figure: Sourced, nics: NicSpec, nccl: NcclFigures |
 
 def environment_lines(topology: Topology) -> list[str]:
     """The ``nccl.environment`` block of ``topo show``; empty when the file sets none."""
-    nccl = topology.machine.nccl
+    nccl = topology.machine.nccl if topology.machine is not None else None
     if nccl is None or not nccl.environment:
         return []
     lines = ["NCCL env        nccl.environment: set by the network plugin or the vendor's "
