@@ -16,6 +16,8 @@ busbw.png (benchmarks/fidelity_figure.py, which redraws it alone). Fits are cach
 .cache/fidelity.json (delete it after changing the model).
 
     python benchmarks/fidelity.py [--no-calibrate] [--max-ranks 8]
+    python benchmarks/fidelity.py --no-calibrate --runs a3mega --runs aws-p   # a few runs,
+        per run, printed only (the table, rows.csv and the figure are left as they are)
     python benchmarks/fidelity.py --shard 0/2 & python benchmarks/fidelity.py --shard 1/2; \
         wait; python benchmarks/fidelity.py        # the fits on two cores, then the table
 """
@@ -92,16 +94,36 @@ class RunSpec:
 # Runs whose network the GPU's default cluster does not describe: run -> (preset, overrides,
 # why). The presets' figures come from the vendors' pages and plugins, not from these rows.
 RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
-    **{run: ("p4d-efa-cluster", {}, "p4d/p4de: 4x 100G EFA through aws-ofi-nccl")
-       for run in ("aws-p4de-2n-ar", "aws-p4dn-2n-ar-issue527", "aws-p4dn-3n-ar-issue527",
+    # The NCCL variables aws-ofi-nccl sets (nccl.environment) by the plugin the run used: the
+    # presets hold today's (docs/hardware.md#clouds). The README of the p4de and p5 examples
+    # builds them with aws-ofi-nccl 1.8.1 (NCCL_PROTO=simple on p4d, NVLSTree's 512 KiB cap on
+    # p5; NCCL_BUFFSIZE and NCCL_NVLS_CHUNKSIZE came with 1.16.0); its EKS excerpt names
+    # v1.7.3-aws, and issue 527 (July 2022) predates v1.6.0: neither set any.
+    "aws-p4de-2n-ar": ("p4d-efa-cluster", {"nccl.environment": {"NCCL_PROTO": "simple"}},
+                       "p4d/p4de: 4x 100G EFA through aws-ofi-nccl 1.8.1"),
+    **{run: ("p4d-efa-cluster", {"nccl.environment": {}},
+             "p4d/p4de: 4x 100G EFA through aws-ofi-nccl before 1.6.0")
+       for run in ("aws-p4dn-2n-ar-issue527", "aws-p4dn-3n-ar-issue527",
                    "aws-p4dn-4n-ar-issue527")},
-    **{run: ("p5-efa-cluster", {}, "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl)")
-       for run in ("aws-p5-2n-ar", "aws-p5-2n-eks-nccl2185-ar")},
+    "aws-p5-2n-ar": ("p5-efa-cluster",
+                     {"nccl.environment": {"NCCL_NVLSTREE_MAX_CHUNKSIZE": 524288}},
+                     "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl 1.8.1)"),
+    "aws-p5-2n-eks-nccl2185-ar": ("p5-efa-cluster", {"nccl.environment": {}},
+                                  "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl "
+                                  "v1.7.3-aws)"),
     # The issue's servers: "3 servers x 8 A100-SXM4-40GB, 4 HDR IB cards each".
     "a100-3n-hdr-issue119": ("a100-cluster", {"node.nics.count": 4},
                              "4x 200G HDR per node (the issue's servers)"),
-    "gcp-a3mega-h100-2n-ar": ("a3-mega-cluster", {},
-                              "A3 Mega: 8x 200G GPUDirect-TCPXO (the repository's name)"),
+    # The run's repository installs TCPXO plugin image v1.0.3 (startup_script.sh, NCCL 2.21.5)
+    # and sources the profile it ships, which sets NCCL_ALGO=Ring,Tree, NCCL_PROTO=Simple and
+    # NCCL_NVLS_ENABLE=0 (Google's release notes for that image, container-engine-accelerators
+    # gpudirect-tcpxo/README.md); the preset holds today's profile.
+    "gcp-a3mega-h100-2n-ar": ("a3-mega-cluster",
+                              {"nccl.environment.NCCL_ALGO": "Ring,Tree",
+                               "nccl.environment.NCCL_PROTO": "Simple",
+                               "nccl.environment.NCCL_NVLS_ENABLE": 0},
+                              "A3 Mega: 8x 200G GPUDirect-TCPXO (the repository's name), under "
+                              "the profile of the plugin image the run's repository installs"),
     # NCCL over TCP sockets (NCCL_IB_DISABLE=1) through one interface: the socket transport
     # (no GPUDirect), one NIC; its speed is not stated, so the preset's 400 Gb/s (DGX H200's
     # ConnectX-7) stands.
@@ -229,11 +251,13 @@ def busbw(case: Case, index: int, topology=None) -> float:  # noqa: ANN001
 
 
 def source_stamp() -> str:
-    """A hash of the code and presets the figures depend on: the cache is kept while it holds."""
+    """A hash of the code, presets and run mappings the figures depend on: the cache is kept
+    while it holds."""
     digest = hashlib.sha256()
     for path in sorted([*(ROOT / "collsim").rglob("*.py"), *(ROOT / "topologies").glob("*.yaml"),
                         MEASUREMENTS]):
         digest.update(path.read_bytes())
+    digest.update(repr(sorted(RUN_PRESETS.items())).encode())
     return digest.hexdigest()[:16]
 
 
@@ -305,6 +329,9 @@ def main() -> int:
     parser.add_argument("--shard", metavar="K/N", help="only fit the K-th of N shares of the "
                         "fits (K = 0..N-1), into a cache of its own that a later run without "
                         "--shard reads: N processes fit side by side")
+    parser.add_argument("--runs", action="append", metavar="SUBSTRING",
+                        help="only the runs whose id contains SUBSTRING (repeatable): their "
+                        "errors per run are printed, and no file but the cache is written")
     args = parser.parse_args()
     started = time.time()
     cache = json.loads(CACHE.read_text()) if CACHE.is_file() else {}
@@ -318,6 +345,11 @@ def main() -> int:
             cache.update(shard_cache)
     SIMULATED.update(cache["sim"])
     runs, skipped = load_runs()
+    if args.runs:
+        runs = [r for r in runs if any(part in r.run_id for part in args.runs)]
+        if not runs:
+            print(f"no run's id contains {' or '.join(args.runs)}", file=sys.stderr)
+            return 2
     if args.shard:
         shard, shards = (int(part) for part in args.shard.split("/"))
         path = CACHE.parent / f"fidelity-shard{shard}.json"
@@ -365,6 +397,10 @@ def main() -> int:
         CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
         print(f"{spec.run_id:<34} {spec.preset:<20} {time.time() - started:6.1f} s",
               file=sys.stderr)
+    if args.runs:
+        print(per_run(table))
+        print(f"{time.time() - started:.1f} s", file=sys.stderr)
+        return 0
     scale = scale_up(runs, cache)
     CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
     write(table, skipped, scale, args.max_ranks, args.out)
@@ -407,6 +443,20 @@ KINDS = (("auto", "auto_busbw"), ("forced", "forced_busbw"),
 def error(record: dict, column: str) -> float | None:
     value = record[column]
     return None if value is None else value / record["measured_busbw"] - 1
+
+
+def per_run(table: list[dict]) -> str:
+    """Each run's rows, median and p90 of |busbw error| per kind, and its picks (--runs)."""
+    lines = [f"{'run':<30} {'machine':<16}" + "".join(f" | {name:>19}" for name, _ in KINDS)]
+    for run in dict.fromkeys(r["run_id"] for r in table):
+        mine = [r for r in table if r["run_id"] == run]
+        cells = [stats([e for r in mine if (e := error(r, column)) is not None])
+                 for _, column in KINDS]
+        lines.append(f"{run:<30} {mine[0]['machine']:<16}" + "".join(f" | {c:>19}"
+                                                                    for c in cells))
+        picks = dict.fromkeys(r["auto_pick"] for r in mine)
+        lines.append(f"{'':<30} picks: {', '.join(picks)}")
+    return "\n".join(lines)
 
 
 def worst(table: list[dict], count: int) -> str:

@@ -120,7 +120,10 @@ HAND = [
                          HAND)
 def test_auto_picks_what_nccls_model_worked_by_hand_picks(name, nodes, per_node, size,
                                                           algorithm, protocol, latency, other):
-    t = preset(name, **({"nodes": nodes} if name.endswith("cluster") else {}))
+    # NCCL's own model, without what a plugin or profile sets (p4d's NCCL_PROTO=simple, A3
+    # Mega's Simple,LL128: tests/test_nccl_environment.py)
+    t = preset(name, **({"nodes": nodes} if name.endswith("cluster") else {}),
+               **{"nccl.environment": {}})
     gpus = [n * t.gpus_per_node + g for n in range(nodes) for g in range(per_node)]
     choice = choose(nccl_system(t, gpus), "allreduce", size)
     assert (choice.algorithm, choice.protocol) == (algorithm, protocol)

@@ -42,14 +42,14 @@ def show_topology(args: argparse.Namespace) -> int:
     # the summary and NCCL's model only when this command runs
     from collsim.calls.report import format_nccl
     from collsim.hardware.summary import format_summary, summarize
-    from collsim.hardware.transport_summary import transport_lines
+    from collsim.hardware.transport_summary import environment_lines, transport_lines
 
     if args.image:
         _check_image_path(Path(args.image))
     overrides = dict(parse_override(text) for text in args.set)
     topology = load_topology(resolve_topology(args.file, key="FILE"), overrides, SET_SOURCE)
     print(format_summary(summarize(topology, with_bisection=not args.no_bisection)))
-    for line in transport_lines(topology):
+    for line in [*transport_lines(topology), *environment_lines(topology)]:
         print(line)
     nccl = format_nccl(topology)
     if nccl is not None:

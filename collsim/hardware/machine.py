@@ -68,6 +68,10 @@ class NcclFigures:
     ``p2p_level``: NCCL_P2P_LEVEL, ``pxb`` or ``sys`` (None: NCCL's default for the CPU);
     ``shm_reachable``: what NCCL reaches between GPUs it stages through host memory (B/s on
     the PCIe reference link; None: ``collsim.nccl.shm.SHM_SHARE`` of the PCIe reach).
+    ``environment``: the NCCL variables the machine's network plugin or its vendor's profile
+    sets (``nccl.environment``: NCCL_ALGO, NCCL_PROTO as text, NCCL_NVLS_ENABLE,
+    NCCL_MIN_NCHANNELS, NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE, NCCL_BUFFSIZE as
+    integers), which restrict NCCL's choice on it and size its chunks and buffers.
     """
 
     launch: float
@@ -86,6 +90,7 @@ class NcclFigures:
     declared: frozenset[str] = frozenset()
     p2p_level: str | None = None
     shm_reachable: float | None = None
+    environment: Mapping[str, str | int] = field(default_factory=dict)
 
     def reached(self, link_class: str) -> float | None:
         """Bytes/s NCCL reaches on the class's reference link; None if the machine has none."""

@@ -1,6 +1,7 @@
 """What ``collsim topo show`` prints of a machine's network transport: its name, each figure
 with its value and where that value came from (the transport's record and its source, or the
-file's own key, which overrides it)."""
+file's own key, which overrides it); and the NCCL variables its plugin or vendor profile sets
+(``nccl.environment``)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,10 @@ def _figure_lines(name: str, figure: Sourced, nics: NicSpec, nccl: NcclFigures |
                   node_key: str) -> list[str]:
     label = _LABELS[name]
     if name not in MODELLED:
-        use = "the engine's own constant" if name == "steps" else "not modelled"
+        use = {"steps": "the engine's own constant",
+               "buffsize": "shown; NCCL runs the preset's nccl.environment",
+               "min_channels": "shown; NCCL runs the preset's nccl.environment"}.get(
+                   name, "not modelled")
         origin = f"transport ({use}): {figure.source}"
         value = _value(name, figure.value)
     else:
@@ -85,3 +89,14 @@ def _figure_lines(name: str, figure: Sourced, nics: NicSpec, nccl: NcclFigures |
     first = f"  {label:<15}{value:<18}"
     return textwrap.wrap(origin, WIDTH, initial_indent=first, subsequent_indent=" " * len(first),
                          break_on_hyphens=False)
+
+
+def environment_lines(topology: Topology) -> list[str]:
+    """The ``nccl.environment`` block of ``topo show``; empty when the file sets none."""
+    nccl = topology.machine.nccl if topology.machine is not None else None
+    if nccl is None or not nccl.environment:
+        return []
+    lines = ["NCCL env        nccl.environment: set by the network plugin or the vendor's "
+             "profile"]
+    lines += [f"  {name:<20}{value}" for name, value in nccl.environment.items()]
+    return lines

@@ -12,9 +12,11 @@ with its source or the word "assumption" (docs/hardware.md#transports):
   device-memory receive path) or data is staged through host memory (``nics.gpudirect``);
 - ``reachable``: the share of a NIC's line rate NCCL reaches (``nccl.reachable.network``).
 
-and, shown but not modelled (collsim's engine has no place for them): NCCL_STEPS slots per
-connection, the NCCL_BUFFSIZE the plugin or its vendor sets, the streams (queue pairs, TCP
-sockets or flows) per connection, and the channel floor the vendor's settings impose. A
+and, shown only: NCCL_STEPS slots per connection (the engine's own constant), the
+NCCL_BUFFSIZE the plugin or its vendor sets and the channel floor the vendor's settings impose
+(what NCCL runs with is the preset's ``nccl.environment``, set per instance type and plugin
+release, docs/hardware.md#environment), and the streams (queue pairs, TCP sockets or flows)
+per connection (collsim's engine has no place for them). A
 per-message overhead is not a transport figure here: its only source (AWS's model of NCCL on
 EFA) gives it per instance type, so the preset carries it (``nccl.protocols``).
 """

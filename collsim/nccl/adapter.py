@@ -31,7 +31,8 @@ _GPU_LINK = {"nvswitch": "nvswitch", "nvlink": "nvlink", "pcie": "pcie"}
 def nccl_system(topology: Topology, gpus: Sequence[int] | None = None,
                 **settings: Any) -> NcclSystem:
     """The NcclSystem of a call on ``gpus`` (default: every GPU) of ``topology``; ``settings``
-    are NcclSystem's NCCL environment fields (``collnet_enable``, ``max_channels``, ...)."""
+    are NcclSystem's NCCL environment fields (``collnet_enable``, ``max_channels``, ...), over
+    what the machine's ``nccl.environment`` sets."""
     machine = topology.machine
     figures = machine.nccl if machine is not None else None
     if figures is None or not isinstance(topology, ClusterTopology):
@@ -43,6 +44,7 @@ def nccl_system(topology: Topology, gpus: Sequence[int] | None = None,
     node = topology.node
     spec = node.spec
     per_node = Counter(topology.node_of[g] for g in used)
+    environment = figures.environment  # what the plugin or the vendor's profile sets
     local = [g % topology.gpus_per_node for g in used
              if topology.node_of[g] == topology.node_of[used[0]]]
     system: dict[str, Any] = {
@@ -51,9 +53,12 @@ def nccl_system(topology: Topology, gpus: Sequence[int] | None = None,
         "gpus_per_node": max(per_node.values()),
         "gpu_link": _GPU_LINK[spec.kind],
         "cpu": figures.cpu,
-        "nvls": figures.nvls,
+        "nvls": figures.nvls and environment.get("NCCL_NVLS_ENABLE", 1) != 0,
         "sharp": figures.sharp,
         "pick_scale": figures.pick_scale or 1.0,
+        "min_channels": environment.get("NCCL_MIN_NCHANNELS"),
+        "algorithms_enabled": environment.get("NCCL_ALGO"),
+        "protocols_enabled": environment.get("NCCL_PROTO"),
     }
     if spec.kind == "nvswitch":
         system["nvlink_links"] = nvlinks_per_gpu(topology)

@@ -14,7 +14,12 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from collsim.hardware.nccl_names import ALGORITHMS, PROTOCOLS, nccl_algorithm_name
+from collsim.hardware.nccl_names import (
+    ALGORITHMS,
+    PROTOCOLS,
+    nccl_algorithm_name,
+    parse_selection,
+)
 from collsim.nccl import constants as C
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import SIMPLE_ONLY, Model, call_terms, model, serves
@@ -63,14 +68,20 @@ def choose(system: NcclSystem, collective: str, size: int, *,
     """NCCL's choice for ``collective`` on ``size`` bytes (nccl-tests' size convention).
 
     ``algorithms`` and ``protocols`` restrict the choice as NCCL_ALGO and NCCL_PROTO do (collsim
-    algorithm names, NCCL protocol names; see ``names.parse_selection``); None leaves NCCL's
-    defaults. As in NCCL, naming LL128 in ``protocols`` lifts its default-enable rule, while
-    the algorithms' hardware gating still applies. Returns None when nothing is eligible: a
+    algorithm names, NCCL protocol names; see ``names.parse_selection``); None leaves what the
+    machine's environment enables (``system.algorithms_enabled``, ``protocols_enabled``: a
+    cloud plugin's or profile's NCCL_ALGO, NCCL_PROTO), else NCCL's defaults. As in NCCL,
+    naming LL128 in ``protocols`` lifts its default-enable rule, while the algorithms' hardware
+    gating still applies. Returns None when nothing is eligible: a
     collective NCCL's tuner does not model (alltoall), a single rank, or restrictions that
     leave no candidate.
     """
     m = model(system)
     size = int(size)
+    if algorithms is None and system.algorithms_enabled is not None:
+        algorithms = parse_selection(system.algorithms_enabled, "algorithm", collective)
+    if protocols is None and system.protocols_enabled is not None:
+        protocols = parse_selection(system.protocols_enabled, "protocol", collective)
     judged = size if system.pick_scale == 1.0 else max(1, round(size * system.pick_scale))
     candidates: list[Candidate] = []
     refused: list[Refusal] = []
@@ -162,7 +173,8 @@ def ll128_enabled(system: NcclSystem, type_intra: str, type_inter: str) -> bool:
 
 def _nvls_refusal(system: NcclSystem, collective: str, algorithm: str) -> str | None:
     if not system.nvls:
-        return "no NVLS on this machine (the NVSwitch cannot reduce and multicast)"
+        return ("no NVLS on this machine (the NVSwitch cannot reduce and multicast, or its "
+                "environment sets NCCL_NVLS_ENABLE=0)")
     if system.arch < 90:
         return "NVLS needs SM90 or newer"
     if system.gpu_link != "nvswitch":

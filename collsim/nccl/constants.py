@@ -315,5 +315,9 @@ NVLS_CHUNK_BYTES = 128 * 1024
 # with ops = channels x NVLS heads, a call of fewer than factor x ops x chunk bytes takes the
 # smaller chunk, each rule applied to the chunk the previous one left, in order.
 NVLS_CHUNK_RULES: tuple[tuple[int, int], ...] = ((64, 64 * 1024), (8, 32 * 1024), (2, 16 * 1024))
-NVLS_TREE_CHUNK_RULES: tuple[tuple[int, int], ...] = ((4, 64 * 1024), (1, 32 * 1024))
-NVLS_TREE_MAX_CHUNK = (4, 64 * 1024)  # from 4 nodes on NVLSTree's chunk is at most 64 KiB
+# NVLSTree's rules start from NCCL_NVLS_CHUNKSIZE (the first two only act on a larger one
+# than the default, as a plugin may set: collsim.nccl.environment).
+NVLS_TREE_CHUNK_RULES: tuple[tuple[int, int], ...] = (
+    (32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024))
+# From 4 nodes on NVLSTree's chunk is at most 64 KiB, unless NCCL_NVLSTREE_MAX_CHUNKSIZE is set.
+NVLS_TREE_MAX_CHUNK = (4, 64 * 1024)

@@ -212,15 +212,18 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         family, protocol, figures.launch,
         overridden("base", C.BASE_LATENCY_US[family][p] * US),
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
-        channel_cap, gpu_cap, nodes, per_call, own, buffer_payload(protocol))
+        channel_cap, gpu_cap, nodes, per_call, own,
+        buffer_payload(protocol, figures.environment.get("NCCL_BUFFSIZE")))
 
 
-def buffer_payload(protocol: str) -> float:
+def buffer_payload(protocol: str, simple_buffer: int | None = None) -> float:
     """Payload bytes the slots of one NCCL connection hold: the protocol's buffer (LL's and
-    LL128's lines carry flags beside their data)."""
+    LL128's lines carry flags beside their data); Simple's is NCCL_BUFFSIZE where the machine's
+    environment sets it (``simple_buffer``)."""
     p = PROTOCOLS.index(protocol)
     data, wire = C.DATA_BYTES_PER_LINE[p]
-    return C.BUFFER_BYTES[p] * data / wire
+    buffer = simple_buffer if protocol == "Simple" and simple_buffer else C.BUFFER_BYTES[p]
+    return buffer * data / wire
 
 
 def nvls_efficiency(figures: NcclFigures, row: int) -> float:

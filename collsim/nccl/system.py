@@ -81,6 +81,11 @@ class NcclSystem:
     """NCCL_MIN_NCHANNELS; None: unset."""
     max_channels: int | None = None
     """NCCL_MAX_NCHANNELS; None: unset."""
+    algorithms_enabled: str | None = None
+    """NCCL_ALGO as the machine's plugin or vendor profile sets it, in NCCL's syntax
+    (``Ring,Tree``); None: unset, every algorithm NCCL's gating allows."""
+    protocols_enabled: str | None = None
+    """NCCL_PROTO likewise (``Simple,LL128``); None: unset."""
     net_overhead_us: float | None = None
     """NCCL_NET_OVERHEAD in µs (NCCL takes ns); None: 1 µs, 2 µs on AMD CPUs."""
     nic_latency_us: float = 0.0

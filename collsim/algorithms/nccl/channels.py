@@ -27,15 +27,26 @@ LOOPED = ("allreduce", "allgather", "reducescatter")  # ring programs that run i
 PIPELINED = ("broadcast", "reduce")  # ring programs that pipeline chunks from or to a root
 
 
-def ring_chunk_bytes(collective: str, protocol: str) -> int:
+def simple_buffer(topology: Any) -> int:
+    """A connection's Simple buffer on ``topology``: the NCCL_BUFFSIZE its plugin or vendor
+    profile sets (``nccl.environment``), else NCCL's default (4 MiB)."""
+    machine = getattr(topology, "machine", None)
+    figures = getattr(machine, "nccl", None)
+    environment = figures.environment if figures is not None else {}
+    return int(environment.get("NCCL_BUFFSIZE", BUFFER_BYTES[2]))
+
+
+def ring_chunk_bytes(collective: str, protocol: str, simple_buffer: int | None = None) -> int:
     """The data bytes one channel moves per rank and ring step of one loop of NCCL's ring
     (``runRing``'s chunkSize: ``Proto::calcBytePerStep()`` times CHUNKSTEPS with Simple, one
     step with LL and LL128; src/device/all_reduce.h, all_gather.h, reduce_scatter.h,
     docs/nccl.md#algorithms-chunks): Simple 2 MiB, LL128 576,000 B, LL 32 KiB. Broadcast and
-    reduce pipeline one step a chunk (CHUNKSTEPS 1): Simple 512 KiB."""
+    reduce pipeline one step a chunk (CHUNKSTEPS 1): Simple 512 KiB. ``simple_buffer``:
+    NCCL_BUFFSIZE where set (Simple's step is its eighth)."""
     p = PROTOCOLS.index(protocol)
     data, wire = DATA_BYTES_PER_LINE[p]
-    step = BUFFER_BYTES[p] // NCCL_STEPS * data // wire
+    buffer = simple_buffer if protocol == "Simple" and simple_buffer else BUFFER_BYTES[p]
+    step = buffer // NCCL_STEPS * data // wire
     return step * (CHUNK_STEPS[collective][0] if protocol == "Simple" else 1)
 
 
@@ -48,13 +59,15 @@ def pipeline_units(protocol: str) -> int:
     return LINE_FLAGGED.get(protocol, 1)
 
 
-def tree_chunk_bytes(protocol: str, size: int, channels: int, nodes: int, ranks: int) -> int:
+def tree_chunk_bytes(protocol: str, size: int, channels: int, nodes: int, ranks: int,
+                     simple_buffer: int | None = None) -> int:
     """NCCL's Tree chunk per channel (``calcCollChunking``): one step of the protocol's
     buffer (LL 32 KiB of data, LL128 576,000 B, Simple 512 KiB); LL128's is halved while a
     channel's share of the call is fewer than ``(1 + log2i(nodes) + ppn/10)·64/ppn`` chunks
     (down to 131,072 B or less) and then ``·16/ppn`` (down to 32,768 B or less), ppn the
-    ranks per node. Not modelled: the alignment to the protocol's grain."""
-    chunk = ring_chunk_bytes("broadcast", protocol)
+    ranks per node; Simple's is NCCL_BUFFSIZE's step where ``simple_buffer`` is given. Not
+    modelled: the alignment to the protocol's grain."""
+    chunk = ring_chunk_bytes("broadcast", protocol, simple_buffer)
     if protocol == "LL128":
         ppn = ranks / max(1, nodes)
         steps = 1 + log2i(max(1, nodes)) + 0.1 * ppn

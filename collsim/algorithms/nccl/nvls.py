@@ -357,14 +357,20 @@ ONE_NODE_FORM = ("one node, k = min(⌈n/(channels·chunk)⌉, 192) chunks of c 
 
 def nvls_protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
                          channels: int | str) -> CallParams:
-    """NVLS's chunk follows the call's size (:func:`nvls_chunk_bytes`); an allreduce on one
-    node also pays NCCL's per-head scatter and gather (``arity_us``, :func:`serial_steps`)."""
+    """NVLS's chunk follows the call's size (:func:`nvls_chunk_bytes`) and the chunk sizes the
+    machine's ``nccl.environment`` sets (NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE); an
+    allreduce on one node also pays NCCL's per-head scatter and gather (``arity_us``,
+    :func:`serial_steps`)."""
     per_node = gpus_per_node(call.topology, gpus)
     implied: CallParams = {}
     if "chunk_size" not in call.params:
         heads = nvls_heads(max(per_node.values(), default=1))
-        implied["chunk_size"] = nvls_chunk_bytes(call.algorithm, call.size_bytes,
-                                                 int(channels), heads, len(per_node))
+        figures = call.topology.machine.nccl if call.topology.machine is not None else None
+        environment = figures.environment if figures is not None else {}
+        implied["chunk_size"] = nvls_chunk_bytes(
+            call.algorithm, call.size_bytes, int(channels), heads, len(per_node),
+            nvls_chunk=environment.get("NCCL_NVLS_CHUNKSIZE", NVLS_CHUNK_BYTES),
+            tree_max=environment.get("NCCL_NVLSTREE_MAX_CHUNKSIZE"))
     if len(per_node) == 1 and call.collective == "allreduce":
         implied["arity_us"] = COLLNET_DIRECT_ARITY_US
     return implied

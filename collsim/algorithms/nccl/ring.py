@@ -42,6 +42,7 @@ from collsim.algorithms.nccl.channels import (
     ring_chunk_bytes,
     ring_loops,
     side_by_side,
+    simple_buffer,
 )
 from collsim.algorithms.nccl.switches import chunk_cap
 from collsim.algorithms.nccl.tree import relay_steps
@@ -247,7 +248,8 @@ def _protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
     so NCCL_STEPS steps are in flight on each connection, each forwarded in units inside a
     node (pipeline_units) and whole across nodes. A caller's cost model has no protocol:
     512 KiB chunks, one at a time."""
-    implied: CallParams = {"chunk_size": ring_chunk_bytes(call.collective, protocol)}
+    implied: CallParams = {"chunk_size": ring_chunk_bytes(call.collective, protocol,
+                                                          simple_buffer(call.topology))}
     if call.collective in PIPELINED and pipeline_units(protocol) > 1:
         implied["window"] = NCCL_STEPS
         implied["units"] = pipeline_units(protocol)

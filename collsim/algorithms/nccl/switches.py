@@ -75,16 +75,20 @@ def channels_of(job: Job) -> int:
     return int(job.params.get("channels", 1))
 
 
-def nvls_chunk_bytes(algorithm: str, size: int, channels: int, heads: int, nodes: int) -> int:
+def nvls_chunk_bytes(algorithm: str, size: int, channels: int, heads: int, nodes: int, *,
+                     nvls_chunk: int = NVLS_CHUNK_BYTES, tree_max: int | None = None) -> int:
     """NCCL's NVLS chunk per channel for a call of ``size`` bytes on ``channels`` channels
-    and ``heads`` NVLS heads per node: 128 KiB, less for smaller calls and, for NVLSTree,
-    from 4 nodes on (:data:`~collsim.nccl.constants.NVLS_CHUNK_RULES`). Not modelled: NVLS
-    across nodes capped at 32 KiB when NCCL's model gives it under 150 GB/s."""
-    chunk, rules = NVLS_CHUNK_BYTES, NVLS_CHUNK_RULES
+    and ``heads`` NVLS heads per node: ``nvls_chunk`` (NCCL_NVLS_CHUNKSIZE, 128 KiB), less for
+    smaller calls and, for NVLSTree, at most ``tree_max`` (NCCL_NVLSTREE_MAX_CHUNKSIZE; unset:
+    64 KiB from 4 nodes on) (:data:`~collsim.nccl.constants.NVLS_CHUNK_RULES`). Not modelled:
+    NVLS across nodes capped at 32 KiB when NCCL's model gives it under 150 GB/s."""
+    chunk, rules = nvls_chunk, NVLS_CHUNK_RULES
     if algorithm == "nvls_tree":
         rules = NVLS_TREE_CHUNK_RULES
         least_nodes, most = NVLS_TREE_MAX_CHUNK
-        if nodes >= least_nodes:
+        if tree_max is not None:
+            chunk = min(chunk, tree_max)
+        elif nodes >= least_nodes:
             chunk = min(chunk, most)
     ops = max(1, channels) * max(1, heads)
     for factor, smaller in rules:

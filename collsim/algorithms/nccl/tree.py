@@ -36,11 +36,12 @@ from collsim.algorithms.nccl.channels import (
     pipeline_units,
     prepare,
     side_by_side,
+    simple_buffer,
     tree_chunk_bytes,
 )
 from collsim.algorithms.registry import Cost, register
 from collsim.callspec import CallSpec, gpus_per_node
-from collsim.nccl.constants import NCCL_STEPS
+from collsim.nccl.constants import BUFFER_BYTES, NCCL_STEPS
 from collsim.nccl.layout import Lanes, Layout
 from collsim.params import CallParams
 from collsim.program import Job, Op, Parallel, Program, Recv, Send
@@ -208,6 +209,9 @@ def _protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
     forwarded in units inside a node and whole across nodes. Not the default: on the
     published runs it brings InfiniBand clusters closer and AWS EFA and GCP TCPXO further
     (docs/nccl.md, "LL and LL128")."""
+    if protocol == "Simple":  # one step of the connection's buffer (NCCL_BUFFSIZE / 8)
+        buffer = simple_buffer(call.topology)
+        return {} if buffer == BUFFER_BYTES[2] else {"chunk_size": buffer // NCCL_STEPS}
     if pipeline_units(protocol) <= 1 or int(call.params.get("window", 1)) <= 1:
         return {}
     nodes = len(gpus_per_node(call.topology, gpus))

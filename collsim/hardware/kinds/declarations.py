@@ -23,6 +23,15 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
                                 # CPU: pxb, sys on AMD up to 2 GPUs)
       pick_scale: 2             # optional: NCCL chooses algorithm and protocol as for twice
                                 # the size (a calibrated machine's switch points)
+      environment:              # optional: NCCL variables the network plugin or the vendor's
+                                # profile sets (docs/hardware.md#clouds), in NCCL's syntax
+        NCCL_ALGO: Ring,Tree    #   the algorithms NCCL may choose
+        NCCL_PROTO: Simple      #   the protocols NCCL may choose
+        NCCL_NVLS_ENABLE: 0     #   0: no NVLS, whatever the NVSwitch can do
+        NCCL_MIN_NCHANNELS: 4   #   the fewest channels NCCL's search keeps
+        NCCL_NVLS_CHUNKSIZE: 524288          # NVLS's chunk per channel (bytes)
+        NCCL_NVLSTREE_MAX_CHUNKSIZE: 524288  # NVLSTree's largest chunk (bytes)
+        NCCL_BUFFSIZE: 8388608  #   a connection's Simple buffer (bytes; its step is 1/8)
       protocols:                # optional overrides of NCCL's constants, per protocol ...
         LL128:
           latency: {nvlink: 1.9us, pcie: 2.5us, network: 4us}   # NCCL's hwLat, by class
@@ -41,9 +50,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from collsim.errors import InputError
 from collsim.hardware.kinds.keys import count
 from collsim.hardware.machine import LINK_CLASSES, Gpu, Machine, NcclFigures, ProtocolOverride
-from collsim.hardware.nccl_names import ALGORITHMS, CPUS, NIC_PATHS, P2P_LEVELS, PROTOCOLS
+from collsim.hardware.nccl_names import (
+    ALGORITHMS,
+    CPUS,
+    MODELLED_COLLECTIVES,
+    NIC_PATHS,
+    P2P_LEVELS,
+    PROTOCOLS,
+    parse_selection,
+)
 from collsim.hardware.nodes import NodeSpec
 from collsim.hardware.transports import transport
 from collsim.schema import QUANTITY, at, quantity
@@ -61,6 +79,20 @@ _REACHABLE = {"type": "object",
                              "shm": QUANTITY},
               "additionalProperties": False}
 _FAMILY = {"type": "object", "properties": _OVERRIDE, "additionalProperties": False}
+# NCCL variables a plugin or a vendor's profile sets that collsim models; the lists are NCCL's
+# own syntax (checked by ``parse_selection``).
+_ENVIRONMENT = {"type": "object",
+                "properties": {"NCCL_ALGO": {"type": "string"}, "NCCL_PROTO": {"type": "string"},
+                               "NCCL_NVLS_ENABLE": {"enum": [0, 1]},
+                               "NCCL_MIN_NCHANNELS": {"type": "integer", "minimum": 1,
+                                                      "maximum": 64},
+                               **{name: {"type": "integer", "minimum": 16384,
+                                         "maximum": 8 << 20}
+                                  for name in ("NCCL_NVLS_CHUNKSIZE",
+                                               "NCCL_NVLSTREE_MAX_CHUNKSIZE")},
+                               "NCCL_BUFFSIZE": {"type": "integer", "minimum": 1 << 16,
+                                                 "maximum": 1 << 30}},
+                "additionalProperties": False}
 _PROTOCOL = {"type": "object",
              "properties": {**_OVERRIDE, **{family: _FAMILY for family in ALGORITHMS}},
              "additionalProperties": False}
@@ -71,6 +103,7 @@ NCCL_SCHEMA = {
         "sharp": {"type": "boolean"}, "nic_path": {"enum": list(NIC_PATHS)},
         "net_latency": QUANTITY, "p2p_level": {"enum": list(P2P_LEVELS)},
         "reachable": _REACHABLE, "pick_scale": {"type": "number"},
+        "environment": _ENVIRONMENT,
         "protocols": {"type": "object", "properties": {p: _PROTOCOL for p in PROTOCOLS},
                       "additionalProperties": False},
     },
@@ -114,7 +147,27 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
         overrides=_overrides(doc), nvls_reachable=nvls, pick_scale=_pick_scale(doc),
         transport=carrier.name if carrier else None,
         transport_reach=float(carrier.reachable.value) if carrier else 1.0,
-        declared=declared, p2p_level=data.get("p2p_level"), shm_reachable=shm))
+        declared=declared, p2p_level=data.get("p2p_level"), shm_reachable=shm,
+        environment=_environment(doc)))
+
+
+def _environment(doc: Document) -> dict[str, str | int]:
+    """``nccl.environment``, its NCCL_ALGO and NCCL_PROTO checked for every collective (an
+    unknown name, or a list that leaves a collective nothing, is an error at that key)."""
+    environment = dict(at(doc.data, ("nccl", "environment")) or {})
+    for name, kind in (("NCCL_ALGO", "algorithm"), ("NCCL_PROTO", "protocol")):
+        if name not in environment:
+            continue
+        path = ("nccl", "environment", name)
+        for collective in MODELLED_COLLECTIVES:
+            try:
+                enabled = parse_selection(environment[name], kind, collective)
+            except InputError as error:
+                raise doc.error(path, error.message) from None
+            if not enabled:
+                raise doc.error(path, f"{environment[name]!r} leaves NCCL no {kind} for "
+                                f"{collective}: name at least one")
+    return environment
 
 
 def _shm_reachable(doc: Document, line: float | None, pcie: float | None,
