@@ -23,6 +23,9 @@ SWITCH_KINDS = ("switch", "leaf", "spine")  # fabric vertices a helper rank may 
 class ClusterTopology(Topology):
     """``nodes`` identical nodes (GPU ``n * gpus_per_node + i`` is GPU i of node n)."""
 
+    routing: str | None = None      # a fat-tree's or rails' choice among spines; None: no choice
+    routing_declared: bool = False  # named by the file (fabric.routing), not the transport
+
     def __init__(self, name: str, kind: str, node: NodeGraph, nodes: int,
                  fabric: LinkGraph | None, reduce_bandwidth: float = math.inf,
                  source: str = "", torus_dims: tuple[int, ...] = ()) -> None:
