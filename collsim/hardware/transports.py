@@ -85,11 +85,11 @@ class Transport:
 _NO_FLOOR = Sourced(None, f"{_NCCL}: the channel count is NCCL's own search's")
 _SLOTS = Sourced(8, _STEPS)  # every transport: NCCL's, not the plugin's
 # Among a fat-tree's equal-cost spines (docs/hardware.md#fabrics).
-_DMODK = Sourced("dmodk", "OpenSM doc/current-routing.txt (github.com/linux-rdma/opensm): the "
-                          "subnet manager fills each switch's forwarding table, one port per "
-                          "destination LID; its fat-tree engine (ftree) is D-mod-k (Zahavi et "
-                          "al., Concurrency Computat. 22(2), 2010, doi:10.1002/cpe.1527); "
-                          "adaptive routing not modelled")
+_OPENSM = "OpenSM (github.com/linux-rdma/opensm@a54fbec4) doc/current-routing.txt"
+_DMODK = Sourced("dmodk", f"{_OPENSM}: the subnet manager fills each switch's forwarding "
+                          "table, one port per destination LID; its fat-tree engine (ftree) "
+                          "is D-mod-k (Zahavi et al., Concurrency Computat. 22(2), 2010, "
+                          "doi:10.1002/cpe.1527); adaptive routing not modelled")
 _ECMP = Sourced("ecmp", "RFC 2992: Ethernet/IP switches spread flows over equal-cost next "
                         "hops by a hash of each packet's headers, so one flow keeps one path "
                         "and flows may collide")
