@@ -4,7 +4,8 @@ Link indices: node n's links come first, as a block of the node's link count eac
 order; the fabric's links follow. A route inside a node is the node's own route shifted to
 its block, so it is computed once per pair of local GPUs for all nodes alike. A route
 between nodes is: source GPU to its NIC (node route), NIC to NIC across the fabric (shortest
-path with ECMP, computed per source NIC when first needed), NIC to destination GPU.
+path, among equal ones by the fabric's routing, hash ECMP or D-mod-k, computed per source NIC
+when first needed), NIC to destination GPU.
 """
 
 from __future__ import annotations
