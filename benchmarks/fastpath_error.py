@@ -21,7 +21,7 @@ from fresh_process import run_fresh
 ROOT = Path(__file__).resolve().parent.parent
 FABRICS = {"1:1": ROOT / "topologies" / "h100-cluster.yaml",
            "2:1": ROOT / "topologies" / "h100-cluster-2to1.yaml"}
-ROUTINGS = {"ecmp": {}, "dmodk": {"fabric.routing": "dmodk"}}
+ROUTINGS = {"ecmp": {"fabric.routing": "ecmp"}, "dmodk": {"fabric.routing": "dmodk"}}
 BOUND = 0.01  # the error the pipeline path may have, relative (issue 30's condition)
 
 

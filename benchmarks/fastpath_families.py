@@ -24,7 +24,7 @@ from fresh_process import run_fresh
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "topologies" / "h100-cluster.yaml"
-ROUTINGS = {"ecmp": {}, "dmodk": {"fabric.routing": "dmodk"}}
+ROUTINGS = {"ecmp": {"fabric.routing": "ecmp"}, "dmodk": {"fabric.routing": "dmodk"}}
 SHARP = {"nccl.sharp": True}
 # family -> (collective, topology settings it needs, GPUs a node gives it)
 FAMILIES = {"ring": ("allreduce", {}, 8), "nccl_tree": ("allreduce", {}, 8),

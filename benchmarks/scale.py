@@ -10,7 +10,7 @@ events (docs/engine.md) and ``full`` when every rank's transfers were events.
     python benchmarks/scale.py                          # 16, 128, 1024, 2048 nodes + 2:1
     python benchmarks/scale.py --nodes 16 128 --no-oversubscribed
     python benchmarks/scale.py --symmetric              # 16 channels, D-mod-k, full vs symmetric
-    python benchmarks/scale.py --auto --routing dmodk   # auto (NVLSTree) at 16 .. 2048 nodes
+    python benchmarks/scale.py --auto                   # auto (NVLSTree) at 16 .. 2048 nodes
 
 ``--auto`` times NCCL's choice at every ``--nodes``: NVLSTree at 1 GiB, whose runs on more than
 16 nodes take the pipeline path where the network lets them (docs/engine.md).
@@ -34,9 +34,10 @@ OVERSUBSCRIBED = ROOT / "topologies" / "h100-cluster-2to1.yaml"
 # uplinks ECMP picks by hash, so flows collide on uplinks (with D-mod-k routing the eight
 # go to eight NICs, so eight spines); the four-channel ring is four lanes sharing NVLink,
 # every transfer an event under ECMP, one rank per orbit under D-mod-k (symmetric path).
-CONTENDED = [(OVERSUBSCRIBED, 128, "hierarchical", {}, {}),
+ECMP = {"fabric.routing": "ecmp"}  # the presets route D-mod-k (InfiniBand): hash ECMP named
+CONTENDED = [(OVERSUBSCRIBED, 128, "hierarchical", {}, ECMP),
              (OVERSUBSCRIBED, 128, "hierarchical", {}, {"fabric.routing": "dmodk"}),
-             (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, {}),
+             (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, ECMP),
              (OVERSUBSCRIBED, 128, "ring", {"channels": 4}, {"fabric.routing": "dmodk"})]
 
 
@@ -92,8 +93,8 @@ def main() -> None:
     parser.add_argument("--compare-nodes", type=int, nargs="*", default=[16, 32])
     parser.add_argument("--auto", action="store_true",
                         help="auto (NCCL's choice) at every --nodes instead of --algorithm")
-    parser.add_argument("--routing", choices=("ecmp", "dmodk"), default="ecmp",
-                        help="the fat-tree's routing for --auto (the preset's: hash ECMP)")
+    parser.add_argument("--routing", choices=("ecmp", "dmodk"),
+                        help="the fat-tree's routing for --auto (default: the preset's, D-mod-k)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -101,7 +102,7 @@ def main() -> None:
         return
     channels = {} if args.channels == "auto" else {"channels": int(args.channels)}
     if args.auto:
-        routing = {"fabric.routing": "dmodk"} if args.routing == "dmodk" else {}
+        routing = {"fabric.routing": args.routing} if args.routing else {}
         cases = [(str(CLUSTER), n, "auto", {}, routing) for n in args.nodes]
     elif args.symmetric:
         cluster = str(CLUSTER)
@@ -111,8 +112,8 @@ def main() -> None:
             cases += [(cluster, n, "ring", SIXTEEN, SYMMETRIC, True),
                       (cluster, n, "ring", SIXTEEN, SYMMETRIC)]
     else:
-        cases = [(str(CLUSTER), n, args.algorithm, channels, {}) for n in args.nodes]
-        cases += [(str(CLUSTER), n, "auto", {}, {}) for n in args.auto_nodes]
+        cases = [(str(CLUSTER), n, args.algorithm, channels, ECMP) for n in args.nodes]
+        cases += [(str(CLUSTER), n, "auto", {}, ECMP) for n in args.auto_nodes]
     if not args.no_oversubscribed:
         cases += [(str(f), n, a, p, s) for f, n, a, p, s in CONTENDED]
     print(f"{'topology':<20}{'GPUs':>7} {'algorithm':<50}{'path':>10}{'simulated':>13}"

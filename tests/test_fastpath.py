@@ -23,7 +23,8 @@ from collsim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "topologies" / "h100-cluster.yaml"
-DMODK = {"nodes": 24, "fabric.routing": "dmodk"}
+DMODK = {"nodes": 24, "fabric.routing": "dmodk"}  # the preset's own (InfiniBand), named
+ECMP = {"nodes": 24, "fabric.routing": "ecmp"}    # as on an Ethernet fabric
 BOUND = 0.01  # the error docs/engine.md states for the pipeline path at 192 GPUs, 1 MiB
 
 
@@ -67,7 +68,7 @@ def test_auto_reports_the_pipeline_path_and_exact_turns_it_off(capsys, cluster):
 
 
 def test_shared_network_links_fall_back_to_the_full_run():
-    ecmp = load_topology(CLUSTER, {"nodes": 24})  # hash ECMP: five hops on one uplink
+    ecmp = load_topology(CLUSTER, ECMP)  # hash ECMP: five hops on one uplink
     result = simulate(ecmp, "allreduce", "nvls_tree", ecmp.gpus, 1 << 20)
     assert result.path == "full"
     assert result.fallback.startswith("pipeline: ") and "links" in result.fallback
@@ -102,7 +103,7 @@ def test_the_busiest_link_is_a_nic_under_dmodk_and_an_uplink_under_hash_ecmp(clu
 
     dmodk = [hop_period(cluster, IDEAL, 8, nodes) for nodes in (8, 16, 24)]
     assert dmodk[0] == dmodk[1] == dmodk[2]
-    ecmp = load_topology(CLUSTER, {"nodes": 24})
+    ecmp = load_topology(CLUSTER, ECMP)
     assert hop_period(ecmp, IDEAL, 8, 16) > hop_period(ecmp, IDEAL, 8, 8)
 
 
@@ -126,8 +127,8 @@ def test_a_call_larger_than_the_measured_ones_runs_in_full(cluster, monkeypatch)
 def test_auto_keeps_the_reason_the_pipeline_path_declined(capsys):
     # Hash ECMP puts more of the trees' hops on an uplink than the references have; auto picks
     # NVLSTree at 64 MiB, and its row says why it ran in full, as the algorithm's own does.
-    argv = ["estimate", "-t", "h100-cluster", "--set", "nodes=24", "-c", "allreduce", "-p",
-            "192", "-s", "64MiB", "--json"]
+    argv = ["estimate", "-t", "h100-cluster", "--set", "nodes=24", "--set",
+            "fabric.routing=ecmp", "-c", "allreduce", "-p", "192", "-s", "64MiB", "--json"]
     assert main(argv + ["-a", "auto"]) == 0
     chosen = json.loads(capsys.readouterr().out)
     assert main(argv + ["-a", "nvls_tree"]) == 0

@@ -204,7 +204,8 @@ def test_one_broken_symmetry_falls_back_to_the_full_simulation(breaker, p, which
 def test_hash_ecmp_falls_back_to_the_full_simulation():
     """Hash ECMP on a fat-tree of four leaves sends the images of a route over other spines:
     the run falls back, says why, and is the full simulation."""
-    topology = load_topology(TOPOLOGIES / "h100-cluster.yaml", {"nodes": 16})
+    topology = load_topology(TOPOLOGIES / "h100-cluster.yaml",
+                             {"nodes": 16, "fabric.routing": "ecmp"})
     p = topology.gpus
     quick, full = runs(topology, "allreduce", "ring", p, 4 * 16 * p, {"channels": 2})
     assert quick.path == "full" and "differ" in quick.fallback

@@ -17,8 +17,8 @@ from collsim.nccl import constants as C
 from collsim.nccl.adapter import nccl_system
 from tests.exits import fails_cleanly
 
-# A source names a repository at a commit, a file of NCCL at its version, or an issue.
-SOURCE = re.compile(r"github\.com/[\w.-]+/[\w.-]+@[0-9a-f]{7,}|nccl-tests#\d+|nccl#\d+")
+# A source names a repository at a commit, a file of NCCL at its version, an issue or an RFC.
+SOURCE = re.compile(r"github\.com/[\w.-]+/[\w.-]+@[0-9a-f]{7,}|nccl-tests#\d+|nccl#\d+|RFC \d+")
 CLOUD = {"p4d-efa-cluster": "efa", "p5-efa-cluster": "efa", "a3-mega-cluster": "tcpxo",
          "h100-cluster": "ib", "a100-cluster": "ib", "b200-cluster": "ib",
          "gb200-nvl72-cluster": "ib", "gb300-nvl72-cluster": "roce"}
@@ -52,6 +52,34 @@ def test_every_figure_is_in_range(name):
     assert 1 << 20 <= record.buffsize.value <= 64 << 20
     for optional in (record.streams.value, record.min_channels.value):
         assert optional is None or 1 <= optional <= 64
+    assert record.routing.value in ("ecmp", "dmodk")
+
+
+@pytest.mark.parametrize(("name", "changes", "routing", "declared"), [
+    ("h100-cluster", {}, "dmodk", False),                     # InfiniBand: its subnet manager
+    ("h100-cluster-2to1", {}, "dmodk", False),
+    ("h100-cluster", {"node.nics.transport": "roce"}, "ecmp", False),  # Ethernet: a hash
+    ("h100-cluster", {"fabric.routing": "ecmp"}, "ecmp", True),  # the file's key wins
+    ("h100-cluster", {"node.nics.transport": "roce", "fabric.routing": "dmodk"}, "dmodk", True),
+])
+def test_a_fat_tree_routes_as_its_transport_unless_the_file_names_a_routing(
+        name, changes, routing, declared):
+    machine = preset(name, **changes)
+    assert (machine.routing, machine.routing_declared) == (routing, declared)
+    assert machine.fabric.routing == routing  # what the router reads
+
+
+def test_topo_show_prints_the_routing_and_where_it_came_from(capsys):
+    assert main(["topo", "show", "h100-cluster", "--no-bisection"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  routing"))
+    assert "dmodk" in line and "transport: OpenSM" in line
+    assert main(["topo", "show", "h100-cluster", "--no-bisection",
+                 "--set", "fabric.routing=ecmp"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  routing"))
+    assert "ecmp" in line and "preset override (fabric.routing)" in line and "dmodk" in line
+    assert main(["topo", "show", "p5-efa-cluster", "--no-bisection"]) == 0  # one switch
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  routing"))
+    assert "unused" in line
 
 
 def test_only_tcp_sockets_stage_through_host_memory():

@@ -4,7 +4,8 @@ Link indices: node n's links come first, as a block of the node's link count eac
 order; the fabric's links follow. A route inside a node is the node's own route shifted to
 its block, so it is computed once per pair of local GPUs for all nodes alike. A route
 between nodes is: source GPU to its NIC (node route), NIC to NIC across the fabric (shortest
-path with ECMP, computed per source NIC when first needed), NIC to destination GPU.
+path, among equal ones by the fabric's routing, hash ECMP or D-mod-k, computed per source NIC
+when first needed), NIC to destination GPU.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ SWITCH_KINDS = ("switch", "leaf", "spine")  # fabric vertices a helper rank may 
 
 class ClusterTopology(Topology):
     """``nodes`` identical nodes (GPU ``n * gpus_per_node + i`` is GPU i of node n)."""
+
+    routing: str | None = None      # a fat-tree's or rails' choice among spines; None: no choice
+    routing_declared: bool = False  # named by the file (fabric.routing), not the transport
 
     def __init__(self, name: str, kind: str, node: NodeGraph, nodes: int,
                  fabric: LinkGraph | None, reduce_bandwidth: float = math.inf,

@@ -14,10 +14,10 @@ from collsim.hardware.transports import MODELLED, TRANSPORTS, Sourced
 
 # The file key that overrides each modelled figure (a cluster's file has its NICs under node).
 OVERRIDE_KEYS = {"net_latency": "nccl.net_latency", "gpudirect": "nics.gpudirect",
-                 "reachable": "nccl.reachable.network"}
+                 "reachable": "nccl.reachable.network", "routing": "fabric.routing"}
 _LABELS = {"net_latency": "net latency", "gpudirect": "gpudirect", "reachable": "reachable",
            "steps": "NCCL_STEPS", "buffsize": "NCCL_BUFFSIZE", "streams": "streams/conn",
-           "min_channels": "min channels"}
+           "min_channels": "min channels", "routing": "routing"}
 WIDTH = 100
 
 
@@ -35,9 +35,14 @@ def _value(name: str, value: float | int | bool | None) -> str:
     return str(value)
 
 
-def _actual(name: str, nics: NicSpec, nccl: NcclFigures | None) -> tuple[object, bool] | None:
+def _actual(name: str, nics: NicSpec, nccl: NcclFigures | None,
+            topology: Topology) -> tuple[object, bool] | None:
     """The value the machine runs with and whether the file set it; None where the machine has
-    no use for the figure (a file without an ``nccl`` section has no NCCL model)."""
+    no use for the figure (a file without an ``nccl`` section has no NCCL model, a fabric
+    without spines to choose among no routing)."""
+    if name == "routing":
+        routing = getattr(topology, "routing", None)
+        return None if routing is None else (routing, topology.routing_declared)
     if name == "gpudirect":
         return nics.gpudirect, "gpudirect" in nics.declared
     if nccl is None:
@@ -61,12 +66,12 @@ def transport_lines(topology: Topology) -> list[str]:
     lines = [f"transport       {carrier.name}: {carrier.title}, through {carrier.plugin}",
              f"  {'figure':<15}{'value':<18}from"]
     for name, figure in carrier.figures().items():
-        lines += _figure_lines(name, figure, nics, nccl, node_key)
+        lines += _figure_lines(name, figure, nics, nccl, node_key, topology)
     return lines
 
 
 def _figure_lines(name: str, figure: Sourced, nics: NicSpec, nccl: NcclFigures | None,
-                  node_key: str) -> list[str]:
+                  node_key: str, topology: Topology) -> list[str]:
     label = _LABELS[name]
     if name not in MODELLED:
         use = {"steps": "the engine's own constant",
@@ -76,8 +81,11 @@ def _figure_lines(name: str, figure: Sourced, nics: NicSpec, nccl: NcclFigures |
         origin = f"transport ({use}): {figure.source}"
         value = _value(name, figure.value)
     else:
-        actual = _actual(name, nics, nccl)
-        if actual is None:
+        actual = _actual(name, nics, nccl, topology)
+        if actual is None and name == "routing":
+            value, origin = "-", ("unused: no fat-tree or rails of several spines here; the "
+                                  f"transport's: {figure.value}")
+        elif actual is None:
             value, origin = "-", "unused: no 'nccl' section (the ideal cost model)"
         elif actual[1]:
             value = _value(name, actual[0])

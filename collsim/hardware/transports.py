@@ -10,7 +10,10 @@ with its source or the word "assumption" (docs/hardware.md#transports):
   added to every network step (``nccl.net_latency`` in a file overrides it);
 - ``gpudirect``: whether the NIC reads and writes GPU memory (GPUDirect RDMA or a
   device-memory receive path) or data is staged through host memory (``nics.gpudirect``);
-- ``reachable``: the share of a NIC's line rate NCCL reaches (``nccl.reachable.network``).
+- ``reachable``: the share of a NIC's line rate NCCL reaches (``nccl.reachable.network``);
+- ``routing``: how a fat-tree or rail fabric of this network picks among equal-cost spines,
+  ``dmodk`` (InfiniBand's subnet manager writes destination-based tables) or ``ecmp`` (Ethernet
+  switches hash each flow); ``fabric.routing`` in a file overrides it.
 
 and, shown only: NCCL_STEPS slots per connection (the engine's own constant), the
 NCCL_BUFFSIZE the plugin or its vendor sets and the channel floor the vendor's settings impose
@@ -41,7 +44,7 @@ _IB_REACH = ("nccl-tests#267 (48-49 of 50 GB/s on 400 Gb/s NDR) and nccl-tests#1
 MiB = 1 << 20
 
 # The figures collsim's engine and NCCL's model use; the others are shown only.
-MODELLED = ("net_latency", "gpudirect", "reachable")
+MODELLED = ("net_latency", "gpudirect", "reachable", "routing")
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class Sourced:
     document, an issue), or text starting with "assumption"; ``value`` None: not set by the
     transport (NCCL's own choice applies)."""
 
-    value: float | int | bool | None
+    value: float | int | bool | str | None
     source: str
 
     @property
@@ -73,6 +76,7 @@ class Transport:
     buffsize: Sourced           # bytes of a connection's Simple buffer (NCCL_BUFFSIZE)
     streams: Sourced            # queue pairs, TCP sockets or flows per connection
     min_channels: Sourced       # NCCL_MIN_NCHANNELS the vendor sets; None: NCCL's search
+    routing: Sourced            # "dmodk" or "ecmp": among a fat-tree's equal-cost spines
 
     def figures(self) -> dict[str, Sourced]:
         """Every figure by field name, in declaration order."""
@@ -82,6 +86,19 @@ class Transport:
 
 _NO_FLOOR = Sourced(None, f"{_NCCL}: the channel count is NCCL's own search's")
 _SLOTS = Sourced(8, _STEPS)  # every transport: NCCL's, not the plugin's
+# Among a fat-tree's equal-cost spines (docs/hardware.md#fabrics).
+_OPENSM = "OpenSM (github.com/linux-rdma/opensm@a54fbec4) doc/current-routing.txt"
+_DMODK = Sourced("dmodk", f"{_OPENSM}: the subnet manager fills each switch's forwarding "
+                          "table, one port per destination LID; its fat-tree engine (ftree) "
+                          "is D-mod-k (Zahavi et al., Concurrency Computat. 22(2), 2010, "
+                          "doi:10.1002/cpe.1527); adaptive routing not modelled")
+_ECMP = Sourced("ecmp", "RFC 2992: Ethernet/IP switches spread flows over equal-cost next "
+                        "hops by a hash of each packet's headers, so one flow keeps one path "
+                        "and flows may collide")
+_EFA_ROUTING = Sourced("dmodk", "assumption: SRD sprays each flow's packets over up to 64 "
+                               "paths (Shalev et al., IEEE Micro 40(6), 2020), so flows do not "
+                               "collide as hashed flows do; D-mod-k is the nearer of the two "
+                               "static schemes")
 _IB_QPS = Sourced(1, f"{_NCCL} src/transport/net_ib/connect.cc: NCCL_IB_QPS_PER_CONNECTION "
                      "default 1")  # InfiniBand and RoCE: the same verbs plugin
 
@@ -95,7 +112,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         _SLOTS,
         Sourced(4 * MiB, _BUFFSIZE),
         _IB_QPS,
-        _NO_FLOOR),
+        _NO_FLOOR,
+        _DMODK),
     Transport(
         "roce", "RoCE (verbs over Ethernet)", "NCCL's net_ib (built in)",
         Sourced(0.0, f"{_NCCL} src/transport/net_ib/init.cc: reports latency 0 (the same "
@@ -106,7 +124,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         _SLOTS,
         Sourced(4 * MiB, _BUFFSIZE),
         _IB_QPS,
-        _NO_FLOOR),
+        _NO_FLOOR,
+        _ECMP),
     Transport(
         "efa", "AWS Elastic Fabric Adapter", "aws-ofi-nccl (AWS's libfabric plugin)",
         Sourced(75e-6, f"{_AWS} src/platform-aws.cpp: 75 us on p4d, p4de, p5, p5e (35 us on "
@@ -119,7 +138,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(None, f"{_AWS} include/nccl_ofi_rdma.h, src/nccl_ofi_rdma.cpp: up to 4 EFA "
                       "rails striped per NCCL NIC, per instance type (the preset's NIC "
                       "speed)"),
-        _NO_FLOOR),
+        _NO_FLOOR,
+        _EFA_ROUTING),
     Transport(
         "tcpx", "GCP GPUDirect-TCPX", "Google's GPUDirect-TCPX plugin",
         Sourced(0.0, f"{_TCPX} src/net_tcpx.cc: reports latency 0"),
@@ -129,7 +149,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         _SLOTS,
         Sourced(4 * MiB, _BUFFSIZE),
         Sourced(1, f"{_TCPX} src/flags.cc: 1 socket per thread, 1 thread by default"),
-        _NO_FLOOR),
+        _NO_FLOOR,
+        _ECMP),
     Transport(
         "tcpxo", "GCP GPUDirect-TCPXO", "Google's GPUDirect-TCPXO plugin (FasTrak)",
         Sourced(0.0, f"{_TCPXO} tcpdirect_plugin/fastrak_offload/nccl_shim.cc: reports "
@@ -142,7 +163,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(8 * MiB, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_BUFFSIZE="
                          "8388608"),
         Sourced(2, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_FASTRAK_NUM_FLOWS=2"),
-        Sourced(4, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_MIN_NCHANNELS=4")),
+        Sourced(4, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_MIN_NCHANNELS=4"),
+        _ECMP),
     Transport(
         "socket", "TCP sockets", "NCCL's net_socket (built in)",
         Sourced(0.0, f"{_NCCL} src/transport/net_socket.cc: reports latency 0"),
@@ -155,7 +177,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(4 * MiB, _BUFFSIZE),
         Sourced(1, f"{_NCCL} src/transport/net_socket.cc: one socket on the proxy thread "
                    "by default (2 threads x 8 sockets on AWS NICs, 4 x 1 on Google's)"),
-        _NO_FLOOR),
+        _NO_FLOOR,
+        _ECMP),
 )})
 DEFAULT = "ib"  # a node with NICs whose file names no transport: NCCL's own InfiniBand verbs
 

@@ -30,6 +30,7 @@ from collsim.hardware.kinds.registry import (
 )
 from collsim.hardware.limits import check_gpus, check_links
 from collsim.hardware.topology import Topology
+from collsim.hardware.transports import DEFAULT as DEFAULT_TRANSPORT
 from collsim.schema import at, validate
 from collsim.yamlfile import Document
 
@@ -52,7 +53,8 @@ def build_cluster(doc: Document) -> Topology:
         raise doc.error(("node", "nics"), "required: the nodes reach the fabric through NICs")
     port = spec.nics.link if spec.nics else None
     fabric = FABRIC_KINDS[doc.data["fabric"]["kind"]].read(
-        doc, ("fabric",), Cabling(nodes, spec.nics.count if spec.nics else 0, port))
+        doc, ("fabric",), Cabling(nodes, spec.nics.count if spec.nics else 0, port,
+                                  spec.nics.transport if spec.nics else DEFAULT_TRANSPORT))
     check_links(doc, ("nodes",), nodes * spec.links, f"{nodes:,} nodes of {spec.links:,} "
                 "links each")
     check_links(doc, ("fabric",), nodes * spec.links + (fabric.links if port else 0),
@@ -62,6 +64,8 @@ def build_cluster(doc: Document) -> Topology:
     topology = ClusterTopology(machine_name(doc), "cluster", node, nodes, graph,
                                reduce_bandwidth(doc), doc.file, fabric.dims)
     topology.machine = read_machine(doc, spec, ("node",))
+    topology.routing = getattr(fabric, "routing", None)
+    topology.routing_declared = getattr(fabric, "routing_declared", False)
     return topology
 
 

@@ -13,9 +13,11 @@
   ``dims`` grid of ``link`` links; the product of ``dims`` is the number of nodes.
 
 Spine-leaf latency is ``latency`` (one hop). With one leaf there is no spine at all.
-``routing`` (fat_tree and rail) says how a route picks among equal-cost spines: ``ecmp``
-(default: a stable hash per pair, so flows collide now and then, as ECMP does) or ``dmodk``
-(the destination NIC's number modulo the spines, as InfiniBand's D-mod-k tables do).
+``routing`` (fat_tree and rail) says how a route picks among equal-cost spines: ``ecmp`` (a
+stable hash per pair, so flows collide now and then, as Ethernet switches' ECMP does) or
+``dmodk`` (the destination NIC's number modulo the spines, as an InfiniBand subnet manager's
+fat-tree tables do). Without the key the nodes' network transport decides (``ib``: ``dmodk``;
+collsim.hardware.transports, docs/hardware.md#fabrics).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from collsim.hardware.kinds.keys import COUNT, DIMS_SCHEMA, LINK_SCHEMA, RATIO, 
 from collsim.hardware.kinds.registry import Cabling, FabricKind, register_fabric_kind
 from collsim.hardware.limits import count_text
 from collsim.hardware.nodes import LinkSpec
+from collsim.hardware.transports import transport
 from collsim.schema import QUANTITY, at, quantity
 from collsim.units import UnitError, check_bandwidth, parse_time
 from collsim.yamlfile import Document, KeyPath
@@ -75,6 +78,7 @@ class TwoTier:
     rails: bool
     dims: tuple[int, ...] = ()
     routing: str = "ecmp"  # among equal-cost spines: "ecmp" (hash) or "dmodk"
+    routing_declared: bool = False  # the file's fabric.routing, not the transport's
 
     @property
     def leaves(self) -> int:
@@ -147,8 +151,10 @@ def _two_tier(doc: Document, prefix: KeyPath, cabling: Cabling, rails: bool) -> 
     spines = count(doc, prefix + ("spines",)) if "spines" in at(doc.data, prefix) else default
     uplink = ports * cabling.port.bandwidth / (oversubscription * spines) \
         if cabling.port else math.inf
-    routing = at(doc.data, prefix).get("routing", "ecmp")
-    fabric = TwoTier(nodes, nics, ports, spines, latency, uplink, rails, routing=routing)
+    declared = at(doc.data, prefix).get("routing")
+    routing = declared or transport(cabling.transport).routing.value
+    fabric = TwoTier(nodes, nics, ports, spines, latency, uplink, rails, routing=str(routing),
+                     routing_declared=declared is not None)
     if cabling.port and fabric.leaves > 1:
         try:
             check_bandwidth(uplink)
@@ -181,7 +187,7 @@ def _torus(doc: Document, prefix: KeyPath, cabling: Cabling) -> Torus:
 
 
 # Among equal-cost spines: a stable hash per flow (ECMP, collisions and all) or the
-# destination NIC's number modulo the spines (D-mod-k).
+# destination NIC's number modulo the spines (D-mod-k); absent, the transport's.
 ROUTING = {"enum": ["ecmp", "dmodk"]}
 
 register_fabric_kind(FabricKind("switch", {}, (), _switch, "one non-blocking switch"))

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from collsim.hardware.graph import LinkGraph
 from collsim.hardware.nodes import LinkSpec, Wiring
 from collsim.hardware.topology import Topology
+from collsim.hardware.transports import DEFAULT as DEFAULT_TRANSPORT
 from collsim.yamlfile import Document, KeyPath
 
 
@@ -68,12 +69,14 @@ class Fabric(Protocol):
 
 @dataclass(frozen=True)
 class Cabling:
-    """What a fabric is read for: the nodes, their NICs each, and a NIC's port (no NICs:
-    ``nics`` is 0 and ``port`` None; the fabric is then checked but never built)."""
+    """What a fabric is read for: the nodes, their NICs each, a NIC's port (no NICs:
+    ``nics`` is 0 and ``port`` None; the fabric is then checked but never built) and the
+    network transport, whose routing a fat-tree takes unless the file names one."""
 
     nodes: int
     nics: int
     port: LinkSpec | None
+    transport: str = DEFAULT_TRANSPORT
 
 
 @dataclass(frozen=True)
