@@ -58,10 +58,11 @@ class StepResult:
     kinds: dict[str, KindStats]
     ranks: list[RankTimes] = field(repr=False)
     # How the calls were timed: "shared" (every call's events on one simulation), "alone"
-    # (calls that ran alone on their links timed alone: collsim/workloads/alone.py) or
+    # (calls that ran alone on their links timed alone: collsim/workloads/alone.py),
+    # "periodic" (a few identical layers run, the rest extended: workloads/periodic.py) or
     # "isolated" (each call alone, contention ignored: --isolated).
     path: str = "shared"
-    fallback: str = ""  # why a step meant for the "alone" path ran shared
+    fallback: str = ""  # why a faster path declined the step
 
     def to_dict(self, ranks: bool = False) -> dict[str, Any]:
         """The result as JSON-ready data (with every GPU's times if ``ranks``)."""
