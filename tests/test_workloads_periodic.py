@@ -8,7 +8,7 @@ import pytest
 from collsim.api import load_topology
 from collsim.workloads import periodic
 from collsim.workloads.loader import load_workload
-from collsim.workloads.results import KindStats, RankTimes, StepResult
+from collsim.workloads.results import KindStats, RankTimes, StepResult, format_result
 from collsim.workloads.step import run_workload
 from tests.test_workloads_alone import fields
 
@@ -59,6 +59,7 @@ def test_the_periodic_step_agrees_with_the_shared_simulation():
     fast = run_workload(workload, machine, 16)
     exact = run_workload(workload, machine, 16, exact=True)
     assert fast.path == "periodic" and exact.path == "shared"
+    assert "calls timed: periodic (a few layers per stage" in format_result(fast)
     got, want = fields(fast), fields(exact)
     assert got.keys() == want.keys()
     for key, value in want.items():
