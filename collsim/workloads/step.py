@@ -46,11 +46,12 @@ def run_workload(workload: Workload, topology: Topology, gpus: int | None = None
     if exact:
         return run_plan(plan, watched(shared(topology, costs), seen))
     if declines(workload, gpus) is None:
+        timings: dict = {}  # the runs share their calls' shapes: each is timed alone once
         result = run_periodic(workload, lambda reduced: run_alone(
-            build_plan(reduced, gpus), topology, costs, seen))
+            build_plan(reduced, gpus), topology, costs, seen, timings))
         if not isinstance(result, str):
             return result
-        step = run_alone(plan, topology, costs, seen)
+        step = run_alone(plan, topology, costs, seen, timings)
         return dataclasses.replace(step, fallback="; ".join(
             why for why in (result, step.fallback) if why))
     return run_alone(plan, topology, costs, seen)
