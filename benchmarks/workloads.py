@@ -84,7 +84,7 @@ def times(result) -> dict[str, float]:
 def error(routing: str | None = None, only: str | None = None) -> None:
     from collsim.workloads import load_workload, run_workload
 
-    print(f"{'workload':<30}{'GPUs':>5}{'path':>8}{'fast cpu s':>11}{'shared cpu s':>13}"
+    print(f"{'workload':<30}{'GPUs':>5}{'path':>9}{'fast cpu s':>11}{'shared cpu s':>13}"
           f"{'step error':>12}{'worst error':>12}", flush=True)
     for name, gpus in ERROR_CASES:
         if only and only not in name:
@@ -98,7 +98,7 @@ def error(routing: str | None = None, only: str | None = None) -> None:
         got, want = times(fast), times(exact)
         worst = max(abs(got[k] - want[k]) for k in want) / exact.step_s
         step = abs(fast.step_s - exact.step_s) / exact.step_s
-        print(f"{name:<30}{gpus:>5}{fast.path:>8}{middle - start:>11.2f}{end - middle:>13.2f}"
+        print(f"{name:<30}{gpus:>5}{fast.path:>9}{middle - start:>11.2f}{end - middle:>13.2f}"
               f"{step:>12.2e}{worst:>12.2e}", flush=True)
 
 
@@ -118,7 +118,7 @@ def main() -> None:
     if args.error:
         error(args.routing, args.only)
         return
-    print(f"{'case':<30}{'GPUs':>5}{'path':>8}{'wall s':>9}{'cpu s':>8}{'peak MiB':>9}"
+    print(f"{'case':<30}{'GPUs':>5}{'path':>9}{'wall s':>9}{'cpu s':>8}{'peak MiB':>9}"
           f"{'step s':>10}", flush=True)
     for name, gpus in CASES:
         if args.only and args.only not in name:
@@ -136,7 +136,7 @@ def main() -> None:
             print(f"{name:<30}{gpus:>5}  {why}", flush=True)
             continue
         row = json.loads(run.stdout)
-        print(f"{name:<30}{gpus:>5}{row['path']:>8}{row['wall']:>9.1f}{row['cpu']:>8.1f}"
+        print(f"{name:<30}{gpus:>5}{row['path']:>9}{row['wall']:>9.1f}{row['cpu']:>8.1f}"
               f"{row['peak']:>9.0f}{row['step']:>10.4f}", flush=True)
 
 
