@@ -1,13 +1,14 @@
-"""What one training step costs to simulate, and the error of its fast path.
+"""What one training step costs to simulate, and the error of its fast paths.
 
     python benchmarks/workloads.py            # every example at the issue's sizes
-    python benchmarks/workloads.py --error    # the fast path against the shared simulation
+    python benchmarks/workloads.py --error    # the fast paths against the shared simulation
     python benchmarks/workloads.py --routing dmodk   # the fat-tree routed as IB's D-mod-k
 
 The first table times each example workload (workloads/*.yaml) and the jobs example on
 ``h100-cluster`` at the sizes users wait for (64 GPUs, 128 for gpt-39b-3d, 512 for the
 DDP scaling figure), each in a process of its own: wall and CPU seconds, peak memory (the
-process's maximum resident set) and the path the step took (collsim/workloads/alone.py). A
+process's maximum resident set) and the path the step took (collsim/workloads/alone.py,
+periodic.py). A
 case is cut after ``--limit`` CPU seconds. ``--error`` runs steps small enough for the
 shared simulation both ways and prints the largest difference of any time of the result,
 as a fraction of the step.
