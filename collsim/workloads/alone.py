@@ -263,13 +263,16 @@ def _params(call: Call) -> dict[str, Any]:
 
 
 def run_alone(plan: Plan, topology: Topology, costs: CostModel | None = None,
-              seen: Callable[[object], None] | None = None) -> StepResult:
+              seen: Callable[[object], None] | None = None,
+              timings: dict[tuple, AloneTiming] | None = None) -> StepResult:
     """Run ``plan`` with every call that runs alone timed alone, the others on the shared
     simulation. Calls found overlapping one timed alone on its resources run shared in the
     next attempt, in the last every call of their kinds (ATTEMPTS); then the whole step runs
     shared. The result's ``path`` says which ran (``fallback``: why not alone). ``seen``, if
-    given, is told of each service made (a progress line reads its clock and transfers)."""
-    timings: dict[tuple, AloneTiming] = {}
+    given, is told of each service made (a progress line reads its clock and transfers).
+    ``timings``, if given, holds the calls timed alone by shape, kept across steps of one
+    topology and cost model."""
+    timings = {} if timings is None else timings
     forced: frozenset[Hashable] = frozenset()
     kinds: frozenset[str] = frozenset()
     for attempt in range(ATTEMPTS):

@@ -58,10 +58,11 @@ class StepResult:
     kinds: dict[str, KindStats]
     ranks: list[RankTimes] = field(repr=False)
     # How the calls were timed: "shared" (every call's events on one simulation), "alone"
-    # (calls that ran alone on their links timed alone: collsim/workloads/alone.py) or
+    # (calls that ran alone on their links timed alone: collsim/workloads/alone.py),
+    # "periodic" (a few identical layers run, the rest extended: workloads/periodic.py) or
     # "isolated" (each call alone, contention ignored: --isolated).
     path: str = "shared"
-    fallback: str = ""  # why a step meant for the "alone" path ran shared
+    fallback: str = ""  # why a faster path declined the step
 
     def to_dict(self, ranks: bool = False) -> dict[str, Any]:
         """The result as JSON-ready data (with every GPU's times if ``ranks``)."""
@@ -158,6 +159,9 @@ def summarize(plan: Plan, timeline: Timeline) -> StepResult:
         mfu=mfu, kinds=dict(sorted(kinds.items())), ranks=ranks)
 
 
+PERIODIC = "a few layers per stage simulated, the rest extended: docs/engine.md#step-paths"
+
+
 def _share(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f}%" if whole > 0 else "-"
 
@@ -179,7 +183,8 @@ def format_result(result: StepResult, topology: str = "") -> str:
         f"({_share(result.exposed_s, result.step_s)}), bubble "
         f"{format_time(result.bubble_s)} ({_share(result.bubble_s, result.step_s)})"
         + (f"; MFU {100 * result.mfu:.1f}%" if result.mfu is not None else ""),
-        f"calls timed: {result.path}" + (f" ({result.fallback})" if result.fallback else ""),
+        f"calls timed: {result.path}" + (f" ({result.fallback})" if result.fallback else
+                                         f" ({PERIODIC})" if result.path == "periodic" else ""),
     ]
     if result.kinds:
         lines.append("")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from collsim.engine.costs import CostModel
@@ -10,6 +11,7 @@ from collsim.hardware.topology import Topology
 from collsim.workloads.alone import run_alone, watched
 from collsim.workloads.executor import run_plan
 from collsim.workloads.model import Workload
+from collsim.workloads.periodic import declines, run_periodic
 from collsim.workloads.plan import build_plan
 from collsim.workloads.results import StepResult
 from collsim.workloads.service import ServiceFactory
@@ -23,9 +25,10 @@ def run_workload(workload: Workload, topology: Topology, gpus: int | None = None
     """Plan and run one step on ``gpus`` GPUs of ``topology`` (default: the data degree the
     workload names, else every GPU). ``service`` times the calls; by default every call runs
     on one shared simulation of the topology, those that run alone on their links timed
-    alone (:mod:`collsim.workloads.alone`) unless ``exact``. ``observe``, if given, is called
-    once with an object whose ``env`` and ``fabric`` are those of the run in progress (a
-    progress line reads the clock and the transfers)."""
+    alone (:mod:`collsim.workloads.alone`), and a ZeRO-3 step of many identical layers
+    from a few of them (:mod:`collsim.workloads.periodic`), unless ``exact``. ``observe``,
+    if given, is called once with an object whose ``env`` and ``fabric`` are those of the
+    run in progress (a progress line reads the clock and the transfers)."""
     if gpus is None and workload.parallelism.data is None:
         gpus = topology.gpus
     plan = build_plan(workload, gpus)
@@ -42,6 +45,15 @@ def run_workload(workload: Workload, topology: Topology, gpus: int | None = None
         return run_plan(plan, watched(service, seen))
     if exact:
         return run_plan(plan, watched(shared(topology, costs), seen))
+    if declines(workload, gpus) is None:
+        timings: dict = {}  # the runs share their calls' shapes: each is timed alone once
+        result = run_periodic(workload, lambda reduced: run_alone(
+            build_plan(reduced, gpus), topology, costs, seen, timings))
+        if not isinstance(result, str):
+            return result
+        step = run_alone(plan, topology, costs, seen, timings)
+        return dataclasses.replace(step, fallback="; ".join(
+            why for why in (result, step.fallback) if why))
     return run_alone(plan, topology, costs, seen)
 
 
