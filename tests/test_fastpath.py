@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import collsim.calls.pipeline as pipeline_module
 from collsim.calls.pipeline import (
     REFERENCE_NODES,
     STEADY_CHUNKS,
@@ -29,6 +30,24 @@ BOUND = 0.01  # the error docs/engine.md states for the pipeline path at 192 GPU
 @pytest.fixture(scope="module")
 def cluster():
     return load_topology(CLUSTER, DMODK)
+
+
+LEAST_CHUNKS = pipeline_module.LEAST_CHUNKS
+
+
+@pytest.fixture(autouse=True)
+def any_chunks(monkeypatch):
+    """The tests time 1 MiB and 64 MiB calls (1 and 8 chunks), quick to run in full, which
+    the path declines (it times calls of LEAST_CHUNKS or more): here it takes them."""
+    monkeypatch.setattr(pipeline_module, "LEAST_CHUNKS", 1)
+
+
+def test_a_call_of_few_chunks_runs_in_full_and_says_why(cluster, monkeypatch):
+    monkeypatch.setattr(pipeline_module, "LEAST_CHUNKS", LEAST_CHUNKS)
+    result = simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20)
+    assert result.path == "full"
+    assert result.fallback == (f"pipeline: 1 chunk: the fill is too much of the call (the "
+                               f"path times {LEAST_CHUNKS} or more)")
 
 
 def test_tree_depth_is_the_deeper_tree_of_nccl_double_tree():

@@ -8,10 +8,11 @@ nodes. The chunks stream through the trees, so the call's time is the fill (the 
 up to a root and back down, two hops a level) plus the steady period of the rest. When no
 link carries more of the trees' hops than the references' busiest link, the period is the
 references' and only the fill grows with N: the time at depth ``d`` is the line through the
-full runs on the first 8 and 16 nodes, read at ``d``. A call of many chunks is not run at
-its size on them: once the references' pipelines are steady each chunk adds one period, so
-they run :data:`STEADY_CHUNKS` of its chunks, the 8 nodes twice as many once more for the
-period, and are carried on to the call's chunk count.
+full runs on the first 8 and 16 nodes, read at ``d``. The path times calls of at least
+:data:`LEAST_CHUNKS` chunks, mostly steady periods. The references do not run at the call's
+size: once their pipelines are steady each chunk adds one period, so they run
+:data:`STEADY_CHUNKS` of its chunks, the 8 nodes twice as many once more for the period, and
+are carried on to the call's chunk count.
 
 Where that does not hold, :class:`PipelineDecline` says why and the call runs in full. Its
 error against the full simulation is measured by ``benchmarks/fastpath_error.py``.
@@ -57,6 +58,12 @@ REFERENCE_NODES = (8, 16)
 # pipeline fills), so a reference's time at the call's chunks is its time at these plus one
 # period a chunk (benchmarks/README.md#the-pipeline-path).
 STEADY_CHUNKS = 16
+# The fewest chunks of a call the path times. A deeper pipeline takes longer to fill than the
+# references', which the line by depth does not show: about 0.01 ms of 1 GiB's 6.2 ms on 64
+# and 128 nodes (h100-cluster, D-mod-k), the same at 256 MiB on 64 nodes (-0.58%), and more
+# than the bound where the fill is most of the call (64 MiB, 8 chunks: +1.04% on 64 nodes,
+# +1.61% on 24 of the 2:1 cluster). From 64 chunks on the call is mostly steady periods.
+LEAST_CHUNKS = 64
 # The largest call whose error against the full simulation was measured
 # (benchmarks/fastpath_error.py, docs/engine.md#the-pipeline-path); beyond it the error
 # grows with depth unchecked, so a larger call runs in full.
@@ -140,6 +147,9 @@ def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence
         raise PipelineDecline("links carry more of the trees' hops than the busiest on the "
                               "references (routes share them)")
     k = chunks(job)
+    if k < LEAST_CHUNKS:
+        raise PipelineDecline(f"{k} chunk{'s' * (k != 1)}: the fill is too much of the call "
+                              f"(the path times {LEAST_CHUNKS} or more)")
     loops = STEADY_CHUNKS if k >= 2 * STEADY_CHUNKS else k
     # (nodes, chunks) of each run: the references, and the 8 nodes on twice the chunks
     plan = [(small, loops), (large, loops)] + ([(small, 2 * loops)] if loops < k else [])
