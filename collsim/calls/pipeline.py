@@ -88,15 +88,20 @@ def hop_period(topology: Topology, costs: CostModel, gpus_per_node: int, nodes: 
     chunk of each tree: every hop (the GPU of each slice on a node to the same GPU on a tree
     neighbour, up and down) moves one slice per chunk of its tree, and a link carries the sum
     of the hops routed over it."""
-    use: Counter[int] = Counter()
+    hops: list[tuple[int, int]] = []
     for tree in double_tree(nodes):
         for node, parent in enumerate(tree.parent):
             if parent is None:
                 continue
             for g in range(gpus_per_node):
                 a, b = node * gpus_per_node + g, parent * gpus_per_node + g
-                use.update(topology.route(a, b))
-                use.update(topology.route(b, a))
+                hops += [(a, b), (b, a)]
+    # Routed by source, so that a router keeping its recent sources' searches reuses them
+    # (on 2,048 nodes a tree's order meets sources far apart); the counts are the same.
+    hops.sort()
+    use: Counter[int] = Counter()
+    for a, b in hops:
+        use.update(topology.route(a, b))
     links = topology.links
     return max((count / channel_bandwidth(costs, links[link]) for link, count in use.items()),
                default=0.0)
