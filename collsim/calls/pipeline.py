@@ -60,9 +60,9 @@ REFERENCE_NODES = (8, 16)
 STEADY_CHUNKS = 16
 # The fewest chunks of a call the path times. A deeper pipeline takes longer to fill than the
 # references', which the line by depth does not show: about 0.01 ms of 1 GiB's 6.2 ms on 64
-# and 128 nodes (h100-cluster, D-mod-k), the same at 256 MiB on 64 nodes (-0.58%), and more
-# than the bound where the fill is most of the call (64 MiB, 8 chunks: +1.04% on 64 nodes,
-# +1.61% on 24 of the 2:1 cluster). From 64 chunks on the call is mostly steady periods.
+# and 128 nodes (h100-cluster, D-mod-k), 0.02 ms on 256 at 1 GiB and at 512 MiB (-0.58%, 64
+# chunks), and more than the bound where the fill is most of the call (64 MiB, 8 chunks:
+# +1.04% on 64 nodes, +1.61% on 24 of the 2:1 cluster).
 LEAST_CHUNKS = 64
 # The largest call whose error against the full simulation was measured
 # (benchmarks/fastpath_error.py, docs/engine.md#the-pipeline-path); beyond it the error
