@@ -13,7 +13,10 @@ events (docs/engine.md) and ``full`` when every rank's transfers were events.
     python benchmarks/scale.py --auto                   # auto (NVLSTree) at 16 .. 2048 nodes
 
 ``--auto`` times NCCL's choice at every ``--nodes``: NVLSTree at 1 GiB, whose runs on more than
-16 nodes take the pipeline path where the network lets them (docs/engine.md).
+16 nodes take the pipeline path where the network lets them (docs/engine.md). A case collsim
+refuses (a call above its limits) shows as ``refused``; ``--beyond-limits`` lifts, in the
+cases' processes only, the ranks ``auto`` takes and those up to which the pipeline path's
+error was measured, to time what the path would cost there (its rows say ``limits=off``).
 """
 
 from __future__ import annotations
@@ -50,12 +53,20 @@ SIXTEEN = {"channels": 16}
 
 
 def one(file: str, nodes: int, algorithm: str, params: dict, settings: dict,
-        full: bool = False) -> dict:
+        full: bool = False, beyond: bool = False) -> dict:
     """Load, place, route and simulate one case in this process (``full``: with the
-    symmetric path off, as the engine without an algorithm's declaration)."""
+    symmetric path off, as the engine without an algorithm's declaration; ``beyond``: with
+    the limits on ``auto``'s ranks and the pipeline path's measured ranks lifted)."""
+    from collsim.errors import InputError
     from collsim.hardware.loader import load_topology
     from collsim.simulate import simulate
 
+    if beyond:
+        import collsim.calls.pipeline
+        import collsim.hardware.limits
+
+        collsim.hardware.limits.MAX_SELECTED_RANKS = collsim.hardware.limits.MAX_CALL_RANKS
+        collsim.calls.pipeline.MEASURED_RANKS = collsim.hardware.limits.MAX_CALL_RANKS
     wall, cpu = time.perf_counter(), time.process_time()
     topology = load_topology(file, {"nodes": nodes, **settings})
     if full:
@@ -65,11 +76,17 @@ def one(file: str, nodes: int, algorithm: str, params: dict, settings: dict,
         key = ("allreduce", algorithm)
         declared = REGISTRY[key]
         REGISTRY[key] = replace(declared, symmetric=None)  # this process only
-    result = simulate(topology, "allreduce", algorithm, topology.gpus, 1 << 30, params)
+    shown = {**params, **settings, **({"symmetric": "off"} if full else {}),
+             **({"limits": "off"} if beyond else {})}
+    try:
+        result = simulate(topology, "allreduce", algorithm, topology.gpus, 1 << 30, params)
+    except InputError as refused:
+        return {"topology": topology.name, "gpus": topology.gpus, "algorithm": algorithm,
+                "params": shown, "refused": str(refused)}
     name = result.selected if algorithm == "auto" else algorithm
     return {"topology": topology.name, "gpus": topology.gpus,
             "algorithm": f"{algorithm}->{name}" if name != algorithm else algorithm,
-            "params": {**params, **settings, **({"symmetric": "off"} if full else {})},
+            "params": shown,
             "wall_s": time.perf_counter() - wall,
             "cpu_s": time.process_time() - cpu, "path": result.path,
             "time_s": result.time_s, "busbw": result.busbw_GBps,
@@ -95,6 +112,9 @@ def main() -> None:
                         help="auto (NCCL's choice) at every --nodes instead of --algorithm")
     parser.add_argument("--routing", choices=("ecmp", "dmodk"),
                         help="the fat-tree's routing for --auto (default: the preset's, D-mod-k)")
+    parser.add_argument("--beyond-limits", action="store_true",
+                        help="--auto: lift auto's rank limit and the pipeline path's measured "
+                             "ranks in the cases' processes (what the path would cost)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -103,7 +123,8 @@ def main() -> None:
     channels = {} if args.channels == "auto" else {"channels": int(args.channels)}
     if args.auto:
         routing = {"fabric.routing": args.routing} if args.routing else {}
-        cases = [(str(CLUSTER), n, "auto", {}, routing) for n in args.nodes]
+        cases = [(str(CLUSTER), n, "auto", {}, routing, False, args.beyond_limits)
+                 for n in args.nodes]
     elif args.symmetric:
         cluster = str(CLUSTER)
         cases = [(cluster, n, "ring", SIXTEEN, SYMMETRIC) for n in args.nodes]
@@ -123,6 +144,10 @@ def main() -> None:
                              check=True, capture_output=True, text=True).stdout
         r = json.loads(out)
         name = r["algorithm"] + "".join(f" {k}={v}" for k, v in r["params"].items())
+        if "refused" in r:
+            print(f"{r['topology']:<20}{r['gpus']:>7} {name:<50}{'refused':>10}  {r['refused']}",
+                  flush=True)
+            continue
         print(f"{r['topology']:<20}{r['gpus']:>7} {name:<50}{r['path']:>10}"
               f"{r['time_s'] * 1e3:>10.3f} ms{r['busbw']:>11.1f}{r['transfers']:>12}"
               f"{r['wall_s']:>8.1f}{r['cpu_s']:>8.1f}{r['peak_MiB']:>9.0f}", flush=True)

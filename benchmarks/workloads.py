@@ -2,7 +2,7 @@
 
     python benchmarks/workloads.py            # every example at the sizes
     python benchmarks/workloads.py --error    # the fast paths against the shared simulation
-    python benchmarks/workloads.py --routing dmodk   # the fat-tree routed as IB's D-mod-k
+    python benchmarks/workloads.py --routing ecmp    # the fat-tree's flows hashed (ECMP)
 
 The first table times each example workload (workloads/*.yaml) and the jobs example on
 ``h100-cluster`` at the sizes users wait for (64 GPUs, 128 for gpt-39b-3d, 512 for the

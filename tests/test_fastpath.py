@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pytest
 
+import collsim.calls.pipeline as pipeline_module
 from collsim.calls.pipeline import (
     REFERENCE_NODES,
+    STEADY_CHUNKS,
     Reference,
+    at_chunks,
     extrapolate,
     pipeline_time,
     tree_depth,
@@ -33,6 +36,24 @@ def cluster():
     return load_topology(CLUSTER, DMODK)
 
 
+LEAST_CHUNKS = pipeline_module.LEAST_CHUNKS
+
+
+@pytest.fixture(autouse=True)
+def any_chunks(monkeypatch):
+    """The tests time 1 MiB and 64 MiB calls (1 and 8 chunks), quick to run in full, which
+    the path declines (it times calls of LEAST_CHUNKS or more): here it takes them."""
+    monkeypatch.setattr(pipeline_module, "LEAST_CHUNKS", 1)
+
+
+def test_a_call_of_few_chunks_runs_in_full_and_says_why(cluster, monkeypatch):
+    monkeypatch.setattr(pipeline_module, "LEAST_CHUNKS", LEAST_CHUNKS)
+    result = simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20)
+    assert result.path == "full"
+    assert result.fallback == (f"pipeline: 1 chunk: the fill is too much of the call (the "
+                               f"path times {LEAST_CHUNKS} or more)")
+
+
 def test_tree_depth_is_the_deeper_tree_of_nccl_double_tree():
     from collsim.algorithms.nccl.nvls_tree import depth
     from collsim.nccl.layout import double_tree
@@ -46,6 +67,41 @@ def test_extrapolate_reads_the_line_by_depth_and_transfers_by_nodes():
     time, transfers = extrapolate(a, b, 7, 100)
     assert time == pytest.approx(3.0)
     assert transfers == 10_000
+
+
+def test_at_chunks_adds_one_period_a_chunk_and_transfers_in_proportion():
+    short, longer = Reference(8, 3, 1.0, 100), Reference(8, 3, 1.5, 200)  # 4 and 8 chunks
+    carried = at_chunks(short, longer, Reference(16, 4, 2.0, 300), 4, 12)
+    assert carried == Reference(16, 4, 2.0 + 8 * 0.125, 900)
+
+
+def test_many_chunks_run_the_references_on_fewer_and_carry_them_on(cluster):
+    from collsim.algorithms.registry import get_algorithm
+    from collsim.callspec import CallSpec
+    from collsim.simulate import make_call
+
+    spec = CallSpec(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 30, {}, None)
+    job, gpus, call = make_call(spec, get_algorithm("allreduce", "nvls_tree"))
+    k = 8 * STEADY_CHUNKS
+    asked = []
+
+    def reference(ranks: int, count: int) -> tuple[int, int]:
+        asked.append((ranks // 8, count))
+        return ranks // 8, count
+
+    def chunks(j) -> int:
+        return k if j is job else j[1] * k // job.count
+
+    def run(j) -> tuple[float, int]:
+        # a pipeline whose first chunks cost more: steady from STEADY_CHUNKS on
+        nodes, count = j[0], chunks(j)
+        return 1.0 * tree_depth(nodes) + 0.01 * count + 0.5, 10 * nodes * count
+
+    time, transfers = pipeline_time(cluster, call.costs, job, gpus, chunks, reference, run)
+    share = job.count // 8
+    assert asked == [(8, share), (16, share), (8, 2 * share)]
+    assert time == pytest.approx(1.0 * 5 + 0.01 * k + 0.5)  # 24 nodes: 5 levels
+    assert transfers == 10 * 24 * k
 
 
 def test_pipeline_agrees_with_the_full_run_on_24_nodes(cluster):
@@ -94,7 +150,7 @@ def test_a_chunk_count_the_references_cannot_show_declines(cluster):
 
     with pytest.raises(PipelineDecline, match="runs 4 chunks, the call 8"):
         pipeline_time(cluster, call.costs, job, gpus, lambda j: 8 if j is job else 4,
-                      lambda ranks: other, lambda j: pytest.fail("a reference ran"))
+                      lambda ranks, count: other, lambda j: pytest.fail("a reference ran"))
 
 
 def test_the_busiest_link_is_a_nic_under_dmodk_and_an_uplink_under_hash_ecmp(cluster):

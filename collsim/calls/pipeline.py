@@ -8,7 +8,11 @@ nodes. The chunks stream through the trees, so the call's time is the fill (the 
 up to a root and back down, two hops a level) plus the steady period of the rest. When no
 link carries more of the trees' hops than the references' busiest link, the period is the
 references' and only the fill grows with N: the time at depth ``d`` is the line through the
-full runs on the first 8 and 16 nodes, read at ``d``.
+full runs on the first 8 and 16 nodes, read at ``d``. The path times calls of at least
+:data:`LEAST_CHUNKS` chunks, mostly steady periods. The references do not run at the call's
+size: once their pipelines are steady each chunk adds one period, so they run
+:data:`STEADY_CHUNKS` of its chunks, the 8 nodes twice as many once more for the period, and
+are carried on to the call's chunk count.
 
 Where that does not hold, :class:`PipelineDecline` says why and the call runs in full. Its
 error against the full simulation is measured by ``benchmarks/fastpath_error.py``.
@@ -48,6 +52,18 @@ def tree_depth(nodes: int) -> int:
 # 16 nodes (64 MiB, D-mod-k), and 4 and 8 nodes give a smaller slope than deeper levels
 # show: -1.3% at 24 nodes (1 GiB, D-mod-k).
 REFERENCE_NODES = (8, 16)
+# Chunks of the call the references run when it has at least twice as many: on 8 and 16 nodes
+# the 17th to 32nd chunks of a 1 GiB call each add the same period to the time as every later
+# one (43.69 us on h100-cluster, both sizes, D-mod-k; the first 8 to 16 add more while the
+# pipeline fills), so a reference's time at the call's chunks is its time at these plus one
+# period a chunk (benchmarks/README.md#the-pipeline-path).
+STEADY_CHUNKS = 16
+# The fewest chunks of a call the path times. A deeper pipeline takes longer to fill than the
+# references', which the line by depth does not show: about 0.01 ms of 1 GiB's 6.2 ms on 64
+# and 128 nodes (h100-cluster, D-mod-k), 0.02 ms on 256 at 1 GiB and at 512 MiB (-0.58%, 64
+# chunks), and more than the bound where the fill is most of the call (64 MiB, 8 chunks:
+# +1.04% on 64 nodes, +1.61% on 24 of the 2:1 cluster).
+LEAST_CHUNKS = 64
 # The largest call whose error against the full simulation was measured
 # (benchmarks/fastpath_error.py, docs/engine.md#the-pipeline-path); beyond it the error
 # grows with depth unchecked, so a larger call runs in full.
@@ -72,18 +88,34 @@ def hop_period(topology: Topology, costs: CostModel, gpus_per_node: int, nodes: 
     chunk of each tree: every hop (the GPU of each slice on a node to the same GPU on a tree
     neighbour, up and down) moves one slice per chunk of its tree, and a link carries the sum
     of the hops routed over it."""
-    use: Counter[int] = Counter()
+    hops: list[tuple[int, int]] = []
     for tree in double_tree(nodes):
         for node, parent in enumerate(tree.parent):
             if parent is None:
                 continue
             for g in range(gpus_per_node):
                 a, b = node * gpus_per_node + g, parent * gpus_per_node + g
-                use.update(topology.route(a, b))
-                use.update(topology.route(b, a))
+                hops += [(a, b), (b, a)]
+    # Routed by source, so that a router keeping its recent sources' searches reuses them
+    # (on 2,048 nodes a tree's order meets sources far apart); the counts are the same.
+    hops.sort()
+    use: Counter[int] = Counter()
+    for a, b in hops:
+        use.update(topology.route(a, b))
     links = topology.links
     return max((count / channel_bandwidth(costs, links[link]) for link, count in use.items()),
                default=0.0)
+
+
+def at_chunks(short: Reference, longer: Reference, reference: Reference, loops: int,
+              chunks: int) -> Reference:
+    """``reference``, run on ``loops`` chunks, carried on to ``chunks``: one period a chunk,
+    read off ``short`` and ``longer`` (one machine's runs on ``loops`` and ``2 × loops``
+    chunks), and its transfers in proportion (every chunk moves the same)."""
+    period = (longer.time - short.time) / loops
+    return Reference(reference.nodes, reference.depth,
+                     reference.time + period * (chunks - loops),
+                     round(reference.transfers * chunks / loops))
 
 
 def extrapolate(a: Reference, b: Reference, depth: int, nodes: int) -> tuple[float, int]:
@@ -96,13 +128,13 @@ def extrapolate(a: Reference, b: Reference, depth: int, nodes: int) -> tuple[flo
 
 
 def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence[int],
-                  chunks: Callable[[Job], int], reference: Callable[[int], Job],
+                  chunks: Callable[[Job], int], reference: Callable[[int, int], Job],
                   run: Callable[[Job], tuple[float, int]]) -> tuple[float, int]:
     """The call's time and transfers from two references, or PipelineDecline.
 
-    ``chunks(job)`` is the pipeline's chunk count; ``reference(ranks)`` is the call's job on
-    the first ``ranks`` GPUs, and ``run(job)`` runs such a job in full: its time and
-    transfers."""
+    ``chunks(job)`` is the pipeline's chunk count; ``reference(ranks, count)`` is the call's
+    job on the first ``ranks`` GPUs with ``count`` elements (its chunks as the call's), and
+    ``run(job)`` runs such a job in full: its time and transfers."""
     per_node = node_layout(job, gpus)
     nodes = job.nranks // per_node
     small, large = REFERENCE_NODES
@@ -120,11 +152,20 @@ def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence
         raise PipelineDecline("links carry more of the trees' hops than the busiest on the "
                               "references (routes share them)")
     k = chunks(job)
-    jobs = [reference(count * per_node) for count in (small, large)]
-    for count, ref_job in zip((small, large), jobs, strict=True):
-        if chunks(ref_job) != k:
+    if k < LEAST_CHUNKS:
+        raise PipelineDecline(f"{k} chunk{'s' * (k != 1)}: the fill is too much of the call "
+                              f"(the path times {LEAST_CHUNKS} or more)")
+    loops = STEADY_CHUNKS if k >= 2 * STEADY_CHUNKS else k
+    # (nodes, chunks) of each run: the references, and the 8 nodes on twice the chunks
+    plan = [(small, loops), (large, loops)] + ([(small, 2 * loops)] if loops < k else [])
+    jobs = [reference(count * per_node, job.count * want // k) for count, want in plan]
+    for (count, want), ref_job in zip(plan, jobs, strict=True):
+        if chunks(ref_job) != want:
+            whose = "the call" if want == k else "not"
             raise PipelineDecline(f"the reference on {count} nodes runs {chunks(ref_job)} "
-                                  f"chunks, the call {k}")
+                                  f"chunks, {whose} {want}")
     runs = [Reference(count, tree_depth(count), *run(ref_job))
-            for count, ref_job in zip((small, large), jobs, strict=True)]
+            for (count, _), ref_job in zip(plan, jobs, strict=True)]
+    if loops < k:
+        runs = [at_chunks(runs[0], runs[2], ref, loops, k) for ref in runs[:2]]
     return extrapolate(runs[0], runs[1], tree_depth(nodes), nodes)

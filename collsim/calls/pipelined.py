@@ -47,8 +47,11 @@ def pipeline_for(topology: Topology, algorithm: Algorithm, job: Job, gpus: list[
     def run(observe: Callable[[TimingEngine], Any]) -> tuple[float, int]:
         placed: dict[int, list[int]] = {}
 
-        def reference(ranks: int) -> Job:
-            spec = CallSpec(topology, algorithm.collective, algorithm.name, ranks, size_bytes,
+        def reference(ranks: int, count: int) -> Job:
+            # the call's parameters as planned (channels, chunk_size), so that its chunks
+            # are the call's whatever the reference's size
+            size = size_bytes if count == job.count else count * job.itemsize
+            spec = CallSpec(topology, algorithm.collective, algorithm.name, ranks, size,
                             dict(job.params), costs)
             ref_job, placed[id(ref_job)], _ = make_call(spec, algorithm)
             return ref_job
