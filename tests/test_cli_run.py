@@ -113,19 +113,22 @@ def test_bad_scenarios_exit_2_naming_file_line_and_key(tmp_path, capsys, name, t
     assert not out.exists()
 
 
+def _interruptible() -> None:
+    """A child started from a background shell inherits SIGINT ignored, and Python then keeps
+    it ignored: give the child the default disposition so that Ctrl-C reaches collsim."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_then_resume_gives_the_uninterrupted_table(tmp_path):
     # Enough points that the run is still going when the signal lands, even on a busy machine.
-    # (2,400 points, about 5 s alone: a loaded machine's scheduler must not let it finish
-    # between two looks at the table.)
-    bandwidths = ", ".join(f"{50 * k}GB/s" for k in range(2, 10))
-    text = (SMALL.replace("[3, 8]", "[16, 24, 32, 48, 64]").replace("factor: 16", "factor: 2")
-            .replace("[100GB/s, 200GB/s]", f"[{bandwidths}]"))
+    text = SMALL.replace("[3, 8]", "[16, 24, 32, 48, 64]").replace("factor: 16", "factor: 2")
     scenario = write(tmp_path, text)
     total = len(expand(load_scenario(scenario)).points)
     out = tmp_path / "out"
     child = subprocess.Popen(
         [sys.executable, "-m", "collsim", "run", str(scenario), "--out", str(out),
-         "--no-figures"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--no-figures"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_interruptible)
     table = out / "results.csv"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
