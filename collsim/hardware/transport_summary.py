@@ -106,5 +106,6 @@ def environment_lines(topology: Topology) -> list[str]:
         return []
     lines = ["NCCL env        nccl.environment: set by the network plugin or the vendor's "
              "profile"]
-    lines += [f"  {name:<20}{value}" for name, value in nccl.environment.items()]
+    width = max(len(name) for name in nccl.environment) + 2
+    lines += [f"  {name:<{width}}{value}" for name, value in nccl.environment.items()]
     return lines
