@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from collsim.algorithms.registry import REGISTRY
 from collsim.engine.costs import MessageCosts, buffered
 from collsim.engine.recording import RecordingFabric
-from collsim.engine.symmetry import OrbitFabric, Shift, choose_shift, equivariant
+from collsim.engine.symmetry import OrbitFabric, Shift, choose_shift, equivariant, signature
 from collsim.engine.timing import TimingEngine
 from collsim.hardware.loader import load_topology
 from collsim.hardware.topology import switch
 from collsim.nccl.protocols import cost_model
-from collsim.program import Job
+from collsim.program import Job, Pause, Recv, Send
 from collsim.simulate import get_algorithm, make_job
 
 TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"
@@ -278,3 +278,13 @@ def test_stragglers_run_every_rank(late):
         assert skewed.time_s == pytest.approx(alone.time_s, rel=1e-9)
     else:
         assert alone.time_s < skewed.time_s <= alone.time_s + late + 1e-12
+
+
+def test_signature_tells_pauses_of_different_lengths_apart():
+    """A rank that pauses longer than its image is not its image: the signature carries a
+    pause's seconds, as it carries a message's count."""
+    def program(seconds):
+        return iter([(Send(1, 0, 0, 4), Recv(3, 0, 0, 4), Pause(seconds))])
+
+    assert signature(program(1e-6), 0, 4) == signature(program(1e-6), 0, 4)
+    assert signature(program(1e-6), 0, 4) != signature(program(2e-6), 0, 4)

@@ -38,7 +38,7 @@ from collsim.engine.maxmin import Channel
 from collsim.engine.policy import FabricPolicy
 from collsim.engine.simulation import Call, RankState, Simulation
 from collsim.hardware.topology import Topology
-from collsim.program import Copy, Job, Parallel, ProgramFactory, Recv, Send
+from collsim.program import Copy, Job, Parallel, Pause, ProgramFactory, Recv, Send
 
 # An algorithm's declaration: None when its programs for ``job`` are equivariant under the
 # shift r -> r + shift, else why not (a few words).
@@ -252,6 +252,8 @@ def signature(program: object, rank: int, p: int) -> tuple:
             if type(op) in (Send, Recv):
                 seen.append((type(op).__name__, (op.peer - rank) % p, op.tag, op.count,
                              getattr(op, "reduce", False), op.lane))
+            elif type(op) is Pause:
+                seen.append(("Pause", op.seconds))
             elif type(op) is not Copy:
                 seen.append((type(op).__name__, getattr(op, "count", 0)))
         if seen:
