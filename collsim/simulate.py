@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import collsim.algorithms  # noqa: F401  (every program registered before names resolve)
+import collsim.hardware.limits as limits
 from collsim.algorithms.registry import Algorithm, Cost, get_algorithm
 from collsim.calls.pipelined import pipeline_for
 from collsim.calls.plan import (
@@ -22,9 +23,8 @@ from collsim.calls.select import simulate_selected
 from collsim.callspec import CallSpec
 from collsim.collectives import COLLECTIVES
 from collsim.engine.costs import IDEAL, CostModel, path_costs
-from collsim.engine.timing import TimingEngine
+from collsim.engine.timing import FullRunRefused, TimingEngine
 from collsim.errors import InputError
-from collsim.hardware.limits import check_call_ranks
 from collsim.hardware.placement import place_ranks, ring_order
 from collsim.hardware.topology import Topology
 from collsim.nccl.constants import MAX_CHANNELS
@@ -269,23 +269,32 @@ def simulate(topology: Topology, collective: str, algorithm: str, ranks: int, si
 
 
 def simulate_call(call: CallSpec, observe: Callable[[TimingEngine], Any] | None = None,
-                  exact: bool = False) -> PointResult:
-    """:func:`simulate` of one :class:`~collsim.callspec.CallSpec`."""
+                  exact: bool = False, largest_full: int | None = None) -> PointResult:
+    """:func:`simulate` of one :class:`~collsim.callspec.CallSpec`. ``largest_full``: the
+    most ranks the call may run in full (every rank's events) when no quicker path takes it;
+    ``auto`` above ``MAX_SELECTED_RANKS`` ranks (:mod:`collsim.hardware.limits`) sets it."""
     call = replace(call, algorithm=canonical_algorithm(call.collective, call.algorithm))
     if isinstance(call.ranks, int) and call.ranks <= call.topology.gpus:  # else make_call says
-        check_call_ranks(call.ranks, call.algorithm in SELECTORS)  # before anything is built
+        limits.check_call_ranks(call.ranks, call.algorithm)  # before anything is built
     if call.algorithm in SELECTORS:
-        return simulate_selected(call, observe, functools.partial(simulate_call, exact=exact))
+        most = limits.MAX_SELECTED_RANKS
+        beyond = isinstance(call.ranks, int) and call.ranks > most
+        return simulate_selected(call, observe, functools.partial(
+            simulate_call, exact=exact, largest_full=most if beyond else None))
     chosen = get_algorithm(call.collective, call.algorithm)
     job, gpus, planned = make_call(call, chosen)
     pipeline = None if exact else pipeline_for(call.topology, chosen, job, gpus,
                                                call.size_bytes, planned.costs, make_call)
     engine = TimingEngine(call.topology, gpus, job, chosen.program, planned.costs,
                           symmetric=chosen.symmetric, steps=chosen.lockstep,
-                          pipeline=pipeline, exact=exact)
+                          pipeline=pipeline, exact=exact, largest_full=largest_full)
     if observe is not None:
         observe(engine)
-    run = engine.run()
+    try:
+        run = engine.run()
+    except FullRunRefused as exc:
+        raise limits.full_run_refused(call.ranks, call.algorithm, str(exc),
+                                      largest_full or 0) from None
     time = float(run.time)
     # A call that takes no time (one rank has nobody to talk to) moved nothing over a link:
     # it reports algbw and busbw 0, as nccl-tests reports busbw 0 for one rank, instead of

@@ -64,9 +64,18 @@ def test_tree_depth_is_the_deeper_tree_of_nccl_double_tree():
 
 def test_extrapolate_reads_the_line_by_depth_and_transfers_by_nodes():
     a, b = Reference(6, 3, 1.0, 600), Reference(12, 4, 1.5, 1200)
-    time, transfers = extrapolate(a, b, 7, 100)
+    time, transfers = extrapolate([a, b], 7, 100)
     assert time == pytest.approx(3.0)
     assert transfers == 10_000
+
+
+def test_three_references_give_the_least_squares_line_by_depth():
+    # levels costing 0.5 and 0.7: the line's slope is their mean, through the mean point
+    refs = [Reference(8, 3, 1.0, 800), Reference(16, 4, 1.5, 1600), Reference(32, 5, 2.2, 3200)]
+    time, transfers = extrapolate(refs, 8, 256)
+    assert time == pytest.approx((1.0 + 1.5 + 2.2) / 3 + 0.6 * (8 - 4))
+    assert transfers == 25_600
+    assert extrapolate(refs, 8, 256)[0] < extrapolate(refs[1:], 8, 256)[0]  # 0.6 < 0.7 a level
 
 
 def test_at_chunks_adds_one_period_a_chunk_and_transfers_in_proportion():
@@ -102,6 +111,37 @@ def test_many_chunks_run_the_references_on_fewer_and_carry_them_on(cluster):
     assert asked == [(8, share), (16, share), (8, 2 * share)]
     assert time == pytest.approx(1.0 * 5 + 0.01 * k + 0.5)  # 24 nodes: 5 levels
     assert transfers == 10 * 24 * k
+
+
+def test_a_call_on_more_than_32_nodes_adds_a_third_reference():
+    from collsim.algorithms.registry import get_algorithm
+    from collsim.callspec import CallSpec
+    from collsim.simulate import make_call
+
+    machine = load_topology(CLUSTER, {"nodes": 40, "fabric.routing": "dmodk"})
+    spec = CallSpec(machine, "allreduce", "nvls_tree", machine.gpus, 1 << 30, {}, None)
+    job, gpus, call = make_call(spec, get_algorithm("allreduce", "nvls_tree"))
+    k = 8 * STEADY_CHUNKS
+    asked = []
+
+    def reference(ranks: int, count: int) -> tuple[int, int]:
+        asked.append((ranks // 8, count))
+        return ranks // 8, count
+
+    def chunks(j) -> int:
+        return k if j is job else j[1] * k // job.count
+
+    def run(j) -> tuple[float, int]:  # levels costing 1.0, 1.2, then 1.2 on 40 nodes
+        nodes, count = j[0], chunks(j)
+        fill = {8: 3.0, 16: 4.0, 32: 5.2}[nodes]
+        return fill + 0.01 * count, 10 * nodes * count
+
+    time, transfers = pipeline_time(machine, call.costs, job, gpus, chunks, reference, run)
+    share = job.count // 8
+    assert asked == [(8, share), (16, share), (32, share), (8, 2 * share)]
+    assert tree_depth(40) == 6
+    assert time == pytest.approx((3.0 + 4.0 + 5.2) / 3 + 1.1 * 2 + 0.01 * k)
+    assert transfers == 10 * 40 * k
 
 
 def test_pipeline_agrees_with_the_full_run_on_24_nodes(cluster):
@@ -178,6 +218,24 @@ def test_a_call_larger_than_the_measured_ones_runs_in_full(cluster, monkeypatch)
     assert result.path == "full"
     assert result.fallback == f"pipeline: {cluster.gpus} ranks: its error is measured up to " \
                               f"{cluster.gpus - 8:,}"
+
+
+def test_auto_beyond_its_full_run_limit_takes_the_pipeline_path(capsys, monkeypatch):
+    import collsim.hardware.limits as limits
+
+    monkeypatch.setattr(limits, "MAX_SELECTED_RANKS", 64)  # the 24 nodes' 192 GPUs are beyond
+    argv = ["estimate", "-t", "h100-cluster", "--set", "nodes=24", "-c", "allreduce", "-a",
+            "auto", "-p", "192", "-s", "64MiB", "--json"]
+    assert main(argv + ["--set", "fabric.routing=dmodk"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert (row["selected"], row["path"]) == ("nvls_tree", "pipeline")
+    # where the pipeline path declines (hash ECMP shares uplinks), auto refuses, saying why
+    assert main(argv + ["--set", "fabric.routing=ecmp"]) == 2
+    err = capsys.readouterr().err
+    assert "192 ranks in one call with auto: NCCL's pick, nvls_tree, would run in full " \
+           "(pipeline: the references' busiest links differ)" in err
+    assert "at most 64 ranks" in err and "Traceback" not in err
+    assert main(argv + ["--set", "fabric.routing=dmodk", "--exact"]) == 2  # no quicker path
 
 
 def test_auto_keeps_the_reason_the_pipeline_path_declined(capsys):

@@ -128,7 +128,7 @@ def test_integers_of_thousands_of_digits(tmp_path, capsys):
 
 @pytest.mark.parametrize("algorithm", ["ring", "auto", "best"])
 def test_a_call_larger_than_collsim_simulates_is_refused_up_front(capsys, algorithm):
-    limit = MAX_CALL_RANKS if algorithm == "ring" else MAX_SELECTED_RANKS
+    limit = MAX_SELECTED_RANKS if algorithm == "best" else MAX_CALL_RANKS
     ranks = 2 * limit
     started = time.monotonic()
     err = fails_cleanly(capsys, "estimate", "--topology", SWITCH, "--set", f"gpus={ranks}",

@@ -7,11 +7,12 @@ roles (a leaf or inner node in each tree, with one or two children), all present
 nodes. The chunks stream through the trees, so the call's time is the fill (the first chunk
 up to a root and back down, two hops a level) plus the steady period of the rest. When no
 link carries more of the trees' hops than the references' busiest link, the period is the
-references' and only the fill grows with N: the time at depth ``d`` is the line through the
-full runs on the first 8 and 16 nodes, read at ``d``. The path times calls of at least
-:data:`LEAST_CHUNKS` chunks, mostly steady periods. The references do not run at the call's
-size: once their pipelines are steady each chunk adds one period, so they run
-:data:`STEADY_CHUNKS` of its chunks, the 8 nodes twice as many once more for the period, and
+references' and only the fill grows with N: the time at depth ``d`` is the least squares
+line through the full runs on the first 8 and 16 nodes (and 32, for a call on more), read
+at ``d``. The path times calls of at least :data:`LEAST_CHUNKS` chunks, mostly steady
+periods. The references do not run at the call's size: once their pipelines are steady each
+chunk adds one period, so they run :data:`STEADY_CHUNKS` of its chunks, the 8 nodes twice
+as many once more for the period, and
 are carried on to the call's chunk count.
 
 Where that does not hold, :class:`PipelineDecline` says why and the call runs in full. Its
@@ -47,11 +48,15 @@ def tree_depth(nodes: int) -> int:
     return max(depth(tree) for tree in double_tree(nodes))
 
 
-# The references: trees 3 and 4 levels deep, each with every role a node can play. Powers of
-# two, as the clusters they stand for mostly are: 6 and 12 nodes, as deep, were 1.6% off at
-# 16 nodes (64 MiB, D-mod-k), and 4 and 8 nodes give a smaller slope than deeper levels
-# show: -1.3% at 24 nodes (1 GiB, D-mod-k).
-REFERENCE_NODES = (8, 16)
+# The references: trees 3 and 4 levels deep, each with every role a node can play, and for a
+# call on more than 32 nodes a third, 5 levels deep. Powers of two, as the clusters they stand
+# for mostly are: 6 and 12 nodes, as deep, were 1.6% off at 16 nodes (64 MiB, D-mod-k), and 4
+# and 8 nodes give a smaller slope than deeper levels show: -1.3% at 24 nodes (1 GiB,
+# D-mod-k). A level's cost varies by a few microseconds from one to the next (at 1 GiB on
+# h100-cluster the 4th to 8th add 0.0955, 0.1023, 0.1002, 0.0927 and 0.1077 ms), so the line
+# through the 4th alone is short by their mean difference for every level beyond; the least
+# squares line through three depths averages two levels (benchmarks/README.md#the-pipeline-path).
+REFERENCE_NODES = (8, 16, 32)
 # Chunks of the call the references run when it has at least twice as many: on 8 and 16 nodes
 # the 17th to 32nd chunks of a 1 GiB call each add the same period to the time as every later
 # one (43.69 us on h100-cluster, both sizes, D-mod-k; the first 8 to 16 add more while the
@@ -118,13 +123,25 @@ def at_chunks(short: Reference, longer: Reference, reference: Reference, loops: 
                      round(reference.transfers * chunks / loops))
 
 
-def extrapolate(a: Reference, b: Reference, depth: int, nodes: int) -> tuple[float, int]:
-    """The time at ``depth`` on the line through the references (by depth), and the
-    transfers at ``nodes`` on theirs (by nodes: each node adds the same transfers)."""
-    slope = (b.time - a.time) / (b.depth - a.depth)
-    time = b.time + slope * (depth - b.depth)
+def extrapolate(references: Sequence[Reference], depth: int, nodes: int) -> tuple[float, int]:
+    """The time at ``depth`` on the least squares line through the references by depth
+    (through both when there are two), and the transfers at ``nodes`` on the line through
+    the last two by nodes (each node adds the same transfers)."""
+    depths = [ref.depth for ref in references]
+    times = [ref.time for ref in references]
+    mean_depth, mean_time = sum(depths) / len(depths), sum(times) / len(times)
+    slope = sum((d - mean_depth) * (t - mean_time) for d, t in zip(depths, times, strict=True)) \
+        / sum((d - mean_depth) ** 2 for d in depths)
+    a, b = references[-2:]
     per_node = (b.transfers - a.transfers) / (b.nodes - a.nodes)
-    return time, round(b.transfers + per_node * (nodes - b.nodes))
+    transfers = round(b.transfers + per_node * (nodes - b.nodes))
+    return mean_time + slope * (depth - mean_depth), transfers
+
+
+def references_for(nodes: int) -> tuple[int, ...]:
+    """The node counts of the references for a call on ``nodes`` nodes: 8 and 16, and 32 for
+    a call on more than 32."""
+    return REFERENCE_NODES if nodes > REFERENCE_NODES[-1] else REFERENCE_NODES[:2]
 
 
 def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence[int],
@@ -137,16 +154,19 @@ def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence
     ``run(job)`` runs such a job in full: its time and transfers."""
     per_node = node_layout(job, gpus)
     nodes = job.nranks // per_node
-    small, large = REFERENCE_NODES
+    counts = references_for(nodes)
+    small, largest = counts[0], counts[-1]
     if job.nranks > MEASURED_RANKS:
         raise PipelineDecline(f"{job.nranks} ranks: its error is measured up to "
                               f"{MEASURED_RANKS:,}")
-    if nodes <= large:
-        raise PipelineDecline(f"{nodes} nodes: no more than the references ({large})")
-    if topology.gpus < large * per_node:
+    if nodes <= REFERENCE_NODES[1]:
+        raise PipelineDecline(f"{nodes} nodes: no more than the references "
+                              f"({REFERENCE_NODES[1]})")
+    if topology.gpus < largest * per_node:
         raise PipelineDecline("the machine has too few GPUs for the references")
-    period = hop_period(topology, costs, per_node, large)
-    if abs(hop_period(topology, costs, per_node, small) - period) > period * 1e-9:
+    periods = [hop_period(topology, costs, per_node, count) for count in counts]
+    period = periods[-1]
+    if any(abs(other - period) > period * 1e-9 for other in periods):
         raise PipelineDecline("the references' busiest links differ")
     if hop_period(topology, costs, per_node, nodes) > period * (1 + 1e-9):
         raise PipelineDecline("links carry more of the trees' hops than the busiest on the "
@@ -157,7 +177,7 @@ def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence
                               f"(the path times {LEAST_CHUNKS} or more)")
     loops = STEADY_CHUNKS if k >= 2 * STEADY_CHUNKS else k
     # (nodes, chunks) of each run: the references, and the 8 nodes on twice the chunks
-    plan = [(small, loops), (large, loops)] + ([(small, 2 * loops)] if loops < k else [])
+    plan = [(count, loops) for count in counts] + ([(small, 2 * loops)] if loops < k else [])
     jobs = [reference(count * per_node, job.count * want // k) for count, want in plan]
     for (count, want), ref_job in zip(plan, jobs, strict=True):
         if chunks(ref_job) != want:
@@ -167,5 +187,5 @@ def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence
     runs = [Reference(count, tree_depth(count), *run(ref_job))
             for (count, _), ref_job in zip(plan, jobs, strict=True)]
     if loops < k:
-        runs = [at_chunks(runs[0], runs[2], ref, loops, k) for ref in runs[:2]]
-    return extrapolate(runs[0], runs[1], tree_depth(nodes), nodes)
+        runs = [at_chunks(runs[0], runs[-1], ref, loops, k) for ref in runs[:len(counts)]]
+    return extrapolate(runs, tree_depth(nodes), nodes)

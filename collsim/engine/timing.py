@@ -38,6 +38,11 @@ class PipelineDecline(Exception):
     """The pipeline path does not apply to this call; the message says why."""
 
 
+class FullRunRefused(Exception):
+    """Every quicker path declined a call of more ranks than its caller lets run in full;
+    the message says why each declined."""
+
+
 # The pipeline path's run: given what to tell of each reference engine, the call's time and
 # transfers, or PipelineDecline (collsim.calls.pipelined.pipeline_for).
 PipelineRun = Callable[[Callable[["TimingEngine"], Any]], tuple[float, int]]
@@ -63,18 +68,21 @@ class TimingEngine:
 
     ``pipeline`` (:func:`collsim.calls.pipelined.pipeline_for`) times a chunked tree pipeline
     on many nodes from full runs on a few (:mod:`collsim.calls.pipeline`, within a measured
-    error, not exact) when the exact paths decline; ``exact`` turns it off."""
+    error, not exact) when the exact paths decline; ``exact`` turns it off. A call of more
+    ranks than ``largest_full`` that no quicker path takes raises :class:`FullRunRefused`
+    instead of running every rank's events."""
 
     def __init__(self, topology: Topology, gpus: Sequence[int], job: Job,
                  programs: ProgramFactory, costs: CostModel = IDEAL,
                  policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric,
                  lockstep: bool = True, symmetric: Declaration | None = None,
                  steps: LockstepForm | None = None, pipeline: PipelineRun | None = None,
-                 exact: bool = False) -> None:
+                 exact: bool = False, largest_full: int | None = None) -> None:
         self.topology, self.costs, self.policy = topology, costs, policy
         shortcuts = policy.shortcuts and fabric.shortcuts_allowed()
         self.symmetric = symmetric if shortcuts else None
         self.pipeline = pipeline if shortcuts and not exact else None
+        self.largest_full = largest_full
         self.simulation = Simulation(topology, costs, policy, fabric)
         self.env = self.simulation.env
         self.fabric = self.simulation.fabric
@@ -111,6 +119,8 @@ class TimingEngine:
             if quick_run is not None:
                 return quick_run
             fallback = "; ".join(part for part in (fallback, why) if part)
+        if self.largest_full is not None and self.job.nranks > self.largest_full:
+            raise FullRunRefused(fallback or "no quicker path applies to this call")
         self.call.start()
         self.simulation.run()
         result = self.call.result

@@ -20,10 +20,13 @@ refused up front on each path (measured with ``collsim estimate`` under ``nice``
   0.26 GB, and four times as long per doubling of its ranks (2(p - 1) steps of p
   transfers): 32,768 ranks about 5 minutes, 131,072 more than an hour. Algorithms that
   simulate every transfer (trees, hash ECMP) take longer at the same size; progress shows.
-- ``auto`` and ``best``: ``MAX_SELECTED_RANKS`` = 4,096 ranks. ``auto`` picks NCCL's
-  16-channel tree there and takes 117 s and 0.6 GB; at 16,384 ranks it had not finished
-  after 300 s, and at 131,072 it ran out of memory at 3.6 GB. ``best`` simulates each of
-  NCCL's candidates, so it takes several times as long.
+- ``best``, and ``auto`` where NCCL's pick runs in full (every rank's events):
+  ``MAX_SELECTED_RANKS`` = 4,096 ranks. ``auto`` picks NCCL's 16-channel tree at 1 MiB
+  there and takes 117 s and 0.6 GB; at 16,384 ranks it had not finished after 300 s, and at
+  131,072 it ran out of memory at 3.6 GB. ``best`` simulates each of NCCL's candidates, so
+  it takes several times as long. ``auto`` takes up to ``MAX_CALL_RANKS`` where a quicker
+  path times its pick (lockstep, symmetric, or the pipeline path: NVLSTree of 1 GiB on
+  16,384 GPUs in about 15 s of CPU); where none does, it is refused once they declined.
 
 Several jobs or a workload's groups may together use the whole machine.
 """
@@ -66,14 +69,24 @@ def check_links(doc: Document, path: KeyPath, links: int, what: str = "the machi
                         f"more than collsim builds: at most {count_text(MAX_LINKS)}")
 
 
-def check_call_ranks(ranks: int, selected: bool = False) -> None:
+def check_call_ranks(ranks: int, algorithm: str = "") -> None:
     """Refuse one call on more ranks than its path simulates in a couple of minutes
-    (``selected``: ``auto`` or ``best``), before anything is built."""
-    limit = MAX_SELECTED_RANKS if selected else MAX_CALL_RANKS
+    (``best`` simulates each of NCCL's choices), before anything is built."""
+    limit = MAX_SELECTED_RANKS if algorithm == "best" else MAX_CALL_RANKS
     if ranks > limit:
-        how = ("auto and best simulate NCCL's choices, trees of 16 channels: 117 s at 4,096 "
-               "ranks; name an algorithm for up to 16,384" if selected else
-               "a 1 MiB ring there takes about a minute, and four times as long per doubling")
+        how = ("best simulates each of NCCL's choices, trees of 16 channels: 117 s at 4,096 "
+               "ranks; auto or a named algorithm take up to 16,384" if algorithm == "best"
+               else "a 1 MiB ring there takes about a minute, and four times as long per "
+               "doubling")
         raise InputError(f"{count_text(ranks)} ranks in one call: collsim simulates a call on "
                          f"at most {count_text(limit)} ranks on this path ({how})",
                          key="ranks")
+
+
+def full_run_refused(ranks: int, algorithm: str, why: str, limit: int) -> InputError:
+    """The error for a call of ``auto`` above ``limit`` ranks whose pick (``algorithm``) no
+    quicker path takes: ``why`` they declined."""
+    return InputError(f"{count_text(ranks)} ranks in one call with auto: NCCL's pick, "
+                      f"{algorithm}, would run in full ({why}), which auto does on at most "
+                      f"{count_text(limit)} ranks; name an algorithm a quicker path takes, or "
+                      f"use fewer ranks", key="ranks")
