@@ -2,6 +2,7 @@
 
     python benchmarks/workloads.py            # every example at the sizes
     python benchmarks/workloads.py --error    # the fast paths against the shared simulation
+    python benchmarks/workloads.py --error --only zero3 --gpus 64    # one workload, 64 GPUs
     python benchmarks/workloads.py --routing ecmp    # the fat-tree's flows hashed (ECMP)
 
 The first table times each example workload (workloads/*.yaml) and the jobs example on
@@ -82,12 +83,15 @@ def times(result) -> dict[str, float]:
     return out
 
 
-def error(routing: str | None = None, only: str | None = None) -> None:
+def error(routing: str | None = None, only: str | None = None, gpus_wanted: int | None = None
+          ) -> None:
     from collsim.workloads import load_workload, run_workload
 
     print(f"{'workload':<30}{'GPUs':>5}{'path':>9}{'fast cpu s':>11}{'shared cpu s':>13}"
           f"{'step error':>12}{'worst error':>12}", flush=True)
-    for name, gpus in ERROR_CASES:
+    cases = ERROR_CASES if gpus_wanted is None else \
+        list(dict.fromkeys((name, gpus_wanted) for name, _ in ERROR_CASES))
+    for name, gpus in cases:
         if only and only not in name:
             continue
         topology, workload = machine(gpus, routing), load_workload(ROOT / name)
@@ -111,13 +115,14 @@ def main() -> None:
                         help="route the fat-tree by hash ECMP or D-mod-k (default: the preset's)")
     parser.add_argument("--only", metavar="TEXT",
                         help="only the cases whose file name contains TEXT")
+    parser.add_argument("--gpus", type=int, help="with --error: every workload on this many")
     parser.add_argument("--case", nargs=2, metavar=("FILE", "GPUS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
         print(json.dumps(one_case(args.case[0], int(args.case[1]), args.routing)))
         return
     if args.error:
-        error(args.routing, args.only)
+        error(args.routing, args.only, args.gpus)
         return
     print(f"{'case':<30}{'GPUs':>5}{'path':>9}{'wall s':>9}{'cpu s':>8}{'peak MiB':>9}"
           f"{'step s':>10}", flush=True)
