@@ -182,6 +182,24 @@ def test_one_gpu_per_node():
     assert g.channels == 4
 
 
+def test_one_gpu_per_node_on_a100_and_b200():
+    # A100 with one 200 Gb/s NIC: the GPU's PCIe Gen4 x16 is 24 in NCCL's units (16 x 120 /
+    # 80), under the NIC's 25. SM80 network speeds 48, 30, 28 do not fit; 24 fits one channel,
+    # and 24 < 25 is not duplicated -> 1 x 24, run as 2 (postset).
+    a100 = NcclSystem(arch=80, nodes=2, gpus_per_node=1, nvlink_links=12, pcie_bandwidth=24,
+                      nics_per_node=1, nic_bandwidth=25)
+    g = search(a100)
+    assert figures(g.ring) == ("RING", 1, 24.0, 24.0)
+    assert g.channels == 2
+    # B200 with one 400 Gb/s NIC: SM100 speeds 96, 86, 80 exceed PCIe Gen5's 48; 48 fits one
+    # channel, duplicated (48 >= 25, and 1 channel is not > 4) -> 2 x 24, run as 4, as on H100.
+    b200 = NcclSystem(arch=100, nodes=2, gpus_per_node=1, nvlink_links=18, pcie_bandwidth=48,
+                      nics_per_node=1, nic_bandwidth=50)
+    g = search(b200)
+    assert figures(g.ring) == ("RING", 2, 24.0, 24.0)
+    assert g.channels == 4
+
+
 def test_nvlink_mesh_of_four_a100():
     # HGX A100 4-GPU: 4 NVLinks per pair (80). 40 fits 3 pair links x 2 = 6 rings = 240
     # (perfect) -> duplicated 12 x 20, as on the NVSwitch node.
