@@ -98,7 +98,10 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
     # presets hold today's (docs/hardware.md#clouds). The README of the p4de and p5 examples
     # builds them with aws-ofi-nccl 1.8.1 (NCCL_PROTO=simple on p4d, NVLSTree's 512 KiB cap on
     # p5; NCCL_BUFFSIZE and NCCL_NVLS_CHUNKSIZE came with 1.16.0); its EKS excerpt names
-    # v1.7.3-aws, and issue 527 (July 2022) predates v1.6.0: neither set any.
+    # v1.7.3-aws, and issue 527 (July 2022) predates v1.6.0: neither set any. 1.8.1 sets
+    # NCCL_NET_FORCE_FLUSH=0 on Hopper (aws-ofi-nccl commit 74fd41a6, in v1.8.0-aws), v1.7.3
+    # does not, and the EKS run's NCCL 2.18.5 defaults it to 1 (NCCL src/graph/paths.cc at
+    # v2.18.5-1; 0 from v2.19.1-1): that run flushes every Simple receive.
     "aws-p4de-2n-ar": ("p4d-efa-cluster", {"nccl.environment": {"NCCL_PROTO": "simple"}},
                        "p4d/p4de: 4x 100G EFA through aws-ofi-nccl 1.8.1"),
     **{run: ("p4d-efa-cluster", {"nccl.environment": {}},
@@ -106,9 +109,11 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
        for run in ("aws-p4dn-2n-ar-issue527", "aws-p4dn-3n-ar-issue527",
                    "aws-p4dn-4n-ar-issue527")},
     "aws-p5-2n-ar": ("p5-efa-cluster",
-                     {"nccl.environment": {"NCCL_NVLSTREE_MAX_CHUNKSIZE": 524288}},
+                     {"nccl.environment": {"NCCL_NVLSTREE_MAX_CHUNKSIZE": 524288,
+                                           "NCCL_NET_FORCE_FLUSH": 0}},
                      "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl 1.8.1)"),
-    "aws-p5-2n-eks-nccl2185-ar": ("p5-efa-cluster", {"nccl.environment": {}},
+    "aws-p5-2n-eks-nccl2185-ar": ("p5-efa-cluster",
+                                  {"nccl.environment": {"NCCL_NET_FORCE_FLUSH": 1}},
                                   "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl "
                                   "v1.7.3-aws)"),
     # The issue's servers: "3 servers x 8 A100-SXM4-40GB, 4 HDR IB cards each".

@@ -47,7 +47,7 @@ def test_the_shipped_cloud_presets_carry_their_plugins_and_profiles_settings():
         "NCCL_NVLSTREE_MAX_CHUNKSIZE": 128 << 10, "NCCL_BUFFSIZE": 8 << 20}
     assert dict(preset("p5-efa-cluster").machine.nccl.environment) == {
         "NCCL_NVLS_CHUNKSIZE": 512 << 10, "NCCL_NVLSTREE_MAX_CHUNKSIZE": 512 << 10,
-        "NCCL_BUFFSIZE": 8 << 20}
+        "NCCL_BUFFSIZE": 8 << 20, "NCCL_NET_FORCE_FLUSH": 0}
     assert dict(preset("h100-cluster").machine.nccl.environment) == {}
 
 

@@ -250,3 +250,35 @@ def test_the_ring_still_pays_nccls_figure_per_step_between_nodes():
 def test_canonical_kinds_keep_the_ideal_model_for_the_trees(family):
     topology = load_topology(find_topology("switch-64"))
     assert cost_model(topology, family, "Simple") is IDEAL
+
+
+@pytest.mark.parametrize("force, extra_us", [(0, 0.0), (1, 75.0)])
+def test_a_forced_flush_adds_the_plugins_latency_to_each_simple_step_on_hopper(force, extra_us):
+    """p5 (Hopper, EFA): a Ring Simple step across nodes costs AWS's 23 us (the file's figure);
+    with NCCL_NET_FORCE_FLUSH=1 (NCCL's default before 2.19.1) each receive is flushed too,
+    one more of the 75 us the plugin reports. LL and LL128 are never flushed."""
+    p5 = preset("p5-efa-cluster", **{"nccl.environment.NCCL_NET_FORCE_FLUSH": force})
+    across = route(p5, 0, 8)
+    assert cost_model(p5, "ring", "Simple").latency(across) == pytest.approx((23 + extra_us) * US)
+    assert cost_model(p5, "ring", "LL128").latency(across) == pytest.approx(20 * US)
+    assert cost_model(p5, "ring", "LL").latency(across) == pytest.approx(20 * US)
+
+
+def test_before_hopper_every_simple_receive_is_flushed():
+    """p4d (A100): NCCL flushes whatever the environment says, so a Ring Simple step across
+    nodes pays NCCL's 14 us and the plugin's 75 us twice, as NCCL's own model charges it."""
+    for force in (0, 1):
+        p4d = preset("p4d-efa-cluster", **{"nccl.environment.NCCL_NET_FORCE_FLUSH": force})
+        simple = cost_model(p4d, "ring", "Simple").latency(route(p4d, 0, 8))
+        assert simple == pytest.approx((14 + 2 * 75) * US)
+
+
+def test_a_hopper_cluster_that_reports_a_latency_flushes_only_when_forced():
+    """An H100 cluster on EFA's figures and no file override: NCCL's 14 us and the plugin's
+    75 us a Simple step, and 75 us more when NCCL_NET_FORCE_FLUSH=1."""
+    efa = preset("h100-cluster", nodes=2, **{"node.nics.transport": "efa"})
+    forced = preset("h100-cluster", nodes=2, **{"node.nics.transport": "efa",
+                                                 "nccl.environment.NCCL_NET_FORCE_FLUSH": 1})
+    across = route(efa, 0, 8)
+    assert cost_model(efa, "ring", "Simple").latency(across) == pytest.approx(89 * US)
+    assert cost_model(forced, "ring", "Simple").latency(across) == pytest.approx(164 * US)

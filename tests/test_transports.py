@@ -17,8 +17,10 @@ from collsim.nccl import constants as C
 from collsim.nccl.adapter import nccl_system
 from tests.exits import fails_cleanly
 
-# A source names a repository at a commit, a file of NCCL at its version, an issue or an RFC.
-SOURCE = re.compile(r"github\.com/[\w.-]+/[\w.-]+@[0-9a-f]{7,}|nccl-tests#\d+|nccl#\d+|RFC \d+")
+# A source names a repository at a commit, a file of NCCL at its version, an issue, an RFC or a
+# dated web page (a benchmark of another kind, published at an address, in a year).
+SOURCE = re.compile(r"github\.com/[\w.-]+/[\w.-]+@[0-9a-f]{7,}|nccl-tests#\d+|nccl#\d+|RFC \d+"
+                    r"|\((?:[\w-]+\.)+[a-z]{2,}/\S+, (?:19|20)\d\d\)")
 CLOUD = {"p4d-efa-cluster": "efa", "p5-efa-cluster": "efa", "a3-mega-cluster": "tcpxo",
          "h100-cluster": "ib", "a100-cluster": "ib", "b200-cluster": "ib",
          "gb200-nvl72-cluster": "ib", "gb300-nvl72-cluster": "roce"}
@@ -180,9 +182,35 @@ def test_topo_show_prints_the_transport_and_where_each_figure_came_from(capsys):
     assert "35 us" in latency and "preset override (nccl.net_latency)" in latency
     assert "the transport's: 75 us" in latency
     reach = next(line for line in out.splitlines() if line.startswith("  reachable "))
-    assert "100%" in reach and "transport: aws-ofi-nccl" in reach
+    assert "97%" in reach and "transport: L. Chen" in reach
 
 
 def test_topo_show_of_a_machine_without_nics_prints_no_transport(capsys):
     assert main(["topo", "show", "l40s-pcie", "--no-bisection"]) == 0
     assert "transport " not in capsys.readouterr().out
+
+
+def test_efa_reaches_the_share_a_gpudirect_libfabric_program_measured_on_p5():
+    """EFA's reachable share is the 97 % of 3,200 Gb/s a GPUDirect RDMA program reached over a
+    p5's 32 devices: a p5 GPU's 4-rail NIC (50 GB/s) reaches 48.5 GB/s, a p4d NIC 12.125."""
+    assert TRANSPORTS["efa"].reachable.value == pytest.approx(0.97)
+    assert "3,200 Gb/s" in TRANSPORTS["efa"].reachable.source
+    assert preset("p5-efa-cluster").machine.nccl.reached("network") == pytest.approx(48.5e9)
+    assert preset("p4d-efa-cluster").machine.nccl.reached("network") == pytest.approx(12.125e9)
+
+
+def test_on_p4d_the_pcie_path_binds_before_efas_share():
+    """A large Ring allreduce across two p4d nodes moves its network bytes through the GPU's
+    PCIe path (12 GB/s reached, Gen3 x16) and a NIC (12.125 GB/s at EFA's share): the slower
+    binds, so the call is as fast at the full line rate and slows by 11.25/12 only when the
+    NIC's share falls below PCIe's (90 %: 11.25 GB/s)."""
+    from collsim.api import estimate
+
+    def busbw(**changes):  # NCCL_PROTO=simple on p4d: Ring Simple
+        return estimate("p4d-efa-cluster", "allreduce", "ring", 16, 1 << 30,
+                        set=changes).busbw_GBps
+
+    at_efa = busbw()
+    assert busbw(**{"nccl.reachable.network": "100%"}) == pytest.approx(at_efa, rel=1e-6)
+    slower = busbw(**{"nccl.reachable.network": "90%"})
+    assert slower / at_efa == pytest.approx(11.25 / 12, rel=0.01)

@@ -70,8 +70,9 @@ class NcclFigures:
     the PCIe reference link; None: ``collsim.nccl.shm.SHM_SHARE`` of the PCIe reach).
     ``environment``: the NCCL variables the machine's network plugin or its vendor's profile
     sets (``nccl.environment``: NCCL_ALGO, NCCL_PROTO as text, NCCL_NVLS_ENABLE,
-    NCCL_MIN_NCHANNELS, NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE, NCCL_BUFFSIZE as
-    integers), which restrict NCCL's choice on it and size its chunks and buffers.
+    NCCL_MIN_NCHANNELS, NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE, NCCL_BUFFSIZE,
+    NCCL_NET_FORCE_FLUSH as integers), which restrict NCCL's choice on it, size its chunks and
+    buffers and decide whether it flushes network receives on Hopper and later.
     """
 
     launch: float

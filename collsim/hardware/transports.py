@@ -99,6 +99,13 @@ _EFA_ROUTING = Sourced("dmodk", "assumption: SRD sprays each flow's packets over
                                "paths (Shalev et al., IEEE Micro 40(6), 2020), so flows do not "
                                "collide as hashed flows do; D-mod-k is the nearer of the two "
                                "static schemes")
+# EFA: what a GPUDirect RDMA program reaches over all of a p5's EFA devices. AWS's model of
+# NCCL on p5 (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp) puts a rail at 12.5 GiB/s, above the
+# line rate, and so bounds nothing.
+_EFA_REACH = ("L. Chen, \"Harnessing 3200 Gbps Network: A Journey with RDMA, EFA, and "
+              "libfabric\" (le.qun.ch/en/blog/2024/12/25/libfabric-efa-0-intro, 2024): RDMA "
+              "writes from GPU memory over a p5's 32 EFA devices reach 97 % of 3,200 Gb/s; "
+              "p4d and p4de (EFA v1): taken as p5's (assumption)")
 _IB_QPS = Sourced(1, f"{_NCCL} src/transport/net_ib/connect.cc: NCCL_IB_QPS_PER_CONNECTION "
                      "default 1")  # InfiniBand and RoCE: the same verbs plugin
 
@@ -131,8 +138,7 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(75e-6, f"{_AWS} src/platform-aws.cpp: 75 us on p4d, p4de, p5, p5e (35 us on "
                        "p5en and p6: set nccl.net_latency there)"),
         Sourced(True, f"{_AWS} src/platform-aws.cpp: gdr_required on p4d, p4de, p5, p5e"),
-        Sourced(1.0, f"{_AWS} src/tuner/nccl_ofi_model.cpp: 12.5 GiB/s per 100 Gb/s rail, "
-                     "above the line rate, so the line rate bounds it"),
+        Sourced(0.97, _EFA_REACH),
         _SLOTS,
         Sourced(8 * MiB, f"{_AWS} src/platform-aws.cpp: NCCL_BUFFSIZE=8388608 on p4d, p5"),
         Sourced(None, f"{_AWS} include/nccl_ofi_rdma.h, src/nccl_ofi_rdma.cpp: up to 4 EFA "

@@ -14,9 +14,10 @@ What goes in (physical, or NCCL's measured engine limits):
   class the route crosses (network > pcie > nvlink). It **replaces** the links' own latencies:
   NCCL's per-step figures were measured end to end (flag or FIFO signalling, the proxy for the
   network, and the wires), so adding the wires' latency would count them twice. On the
-  network NCCL adds the latency the net plugin reports (``nccl.net_latency``; twice with
-  Simple, for its flush), and so does the cost model; a file's ``protocols`` latency replaces
-  the sum.
+  network NCCL adds the latency the net plugin reports (``nccl.net_latency``), and so does the
+  cost model; a file's ``protocols`` latency replaces the sum. A Simple receive that NCCL
+  flushes (:func:`flushes`) pays the plugin's latency once more, as NCCL's model charges it
+  ("the flush extra latency", ``src/graph/tuning.cc``), on NCCL's figure or the file's.
   In-switch families: NCCL charges one latency for a round trip through a reducing switch
   (NVLS: ``hwLat[NVLINK][nvls]`` once per call; CollNet: the network figure once per call).
   NVLS programs pipeline up to 64 chunks through the NVSwitch, so the NVLink figure is charged
@@ -154,6 +155,15 @@ def cost_model(topology: Topology, family: str, protocol: str,
                           "nvlink" if nvlink else "pcie")
 
 
+def flushes(figures: NcclFigures, arch: int) -> bool:
+    """NCCL flushes a Simple receive from the network before the GPU reads it: always before
+    Hopper (SM90), from Hopper on only when ``NCCL_NET_FORCE_FLUSH=1`` (``ncclTopoNeedFlush``
+    in NCCL src/graph/paths.cc), NCCL's default up to 2.18 (tag v2.18.5-1: 1; v2.19.1-1: 0).
+    Host-staged sockets, which NCCL does not flush, report no latency, so the answer costs
+    them nothing."""
+    return arch < 90 or figures.environment.get("NCCL_NET_FORCE_FLUSH") == 1
+
+
 def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
                    protocol: str, ppn: int = 1, intra_class: str = "nvlink") -> ProtocolCosts:
     """:func:`cost_model` from the declarations themselves (``family`` and ``protocol`` in
@@ -172,11 +182,13 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
     def figure(link_class: str) -> float:
         """NCCL's figure for the class (or the file's, which replaces it)."""
         latency = C.HW_LATENCY_US[HW_ROW[link_class]][family][p] * US
-        if link_class == "network":  # the plugin's latency, twice with Simple (its flush)
-            latency += figures.net_latency * (2 if protocol == "Simple" else 1)
+        if link_class == "network":  # the plugin's latency
+            latency += figures.net_latency
         for override in (protocol_override, family_override):
             if override is not None and link_class in override.latency:
                 latency = override.latency[link_class]
+        if link_class == "network" and protocol == "Simple" and flushes(figures, arch):
+            latency += figures.net_latency  # the receive's flush
         return latency
 
     def step(link_class: str) -> float:

@@ -32,6 +32,8 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
         NCCL_NVLS_CHUNKSIZE: 524288          # NVLS's chunk per channel (bytes)
         NCCL_NVLSTREE_MAX_CHUNKSIZE: 524288  # NVLSTree's largest chunk (bytes)
         NCCL_BUFFSIZE: 8388608  #   a connection's Simple buffer (bytes; its step is 1/8)
+        NCCL_NET_FORCE_FLUSH: 0 #   1: flush every Simple receive from the network, as before
+                                #   Hopper (NCCL's default before 2.19.1)
       protocols:                # optional overrides of NCCL's constants, per protocol ...
         LL128:
           latency: {nvlink: 1.9us, pcie: 2.5us, network: 4us}   # NCCL's hwLat, by class
@@ -91,7 +93,8 @@ _ENVIRONMENT = {"type": "object",
                                   for name in ("NCCL_NVLS_CHUNKSIZE",
                                                "NCCL_NVLSTREE_MAX_CHUNKSIZE")},
                                "NCCL_BUFFSIZE": {"type": "integer", "minimum": 1 << 16,
-                                                 "maximum": 1 << 30}},
+                                                 "maximum": 1 << 30},
+                               "NCCL_NET_FORCE_FLUSH": {"enum": [0, 1]}},
                 "additionalProperties": False}
 _PROTOCOL = {"type": "object",
              "properties": {**_OVERRIDE, **{family: _FAMILY for family in ALGORITHMS}},
