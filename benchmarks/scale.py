@@ -15,8 +15,8 @@ events (docs/engine.md) and ``full`` when every rank's transfers were events.
 ``--auto`` times NCCL's choice at every ``--nodes``: NVLSTree at 1 GiB, whose runs on more than
 16 nodes take the pipeline path where the network lets them (docs/engine.md). A case collsim
 refuses (a call above its limits) shows as ``refused``; ``--beyond-limits`` lifts, in the
-cases' processes only, the ranks ``auto`` takes and those up to which the pipeline path's
-error was measured, to time what the path would cost there (its rows say ``limits=off``).
+cases' processes only, the depth of the trees the pipeline path times, to show what it would
+cost beyond (its rows say ``limits=off``).
 """
 
 from __future__ import annotations
@@ -56,17 +56,15 @@ def one(file: str, nodes: int, algorithm: str, params: dict, settings: dict,
         full: bool = False, beyond: bool = False) -> dict:
     """Load, place, route and simulate one case in this process (``full``: with the
     symmetric path off, as the engine without an algorithm's declaration; ``beyond``: with
-    the limits on ``auto``'s ranks and the pipeline path's measured ranks lifted)."""
+    the pipeline path's checked depth lifted)."""
     from collsim.errors import InputError
     from collsim.hardware.loader import load_topology
     from collsim.simulate import simulate
 
     if beyond:
         import collsim.calls.pipeline
-        import collsim.hardware.limits
 
-        collsim.hardware.limits.MAX_SELECTED_RANKS = collsim.hardware.limits.MAX_CALL_RANKS
-        collsim.calls.pipeline.MEASURED_RANKS = collsim.hardware.limits.MAX_CALL_RANKS
+        collsim.calls.pipeline.CHECKED_DEPTH = 64
     wall, cpu = time.perf_counter(), time.process_time()
     topology = load_topology(file, {"nodes": nodes, **settings})
     if full:
@@ -113,8 +111,8 @@ def main() -> None:
     parser.add_argument("--routing", choices=("ecmp", "dmodk"),
                         help="the fat-tree's routing for --auto (default: the preset's, D-mod-k)")
     parser.add_argument("--beyond-limits", action="store_true",
-                        help="--auto: lift auto's rank limit and the pipeline path's measured "
-                             "ranks in the cases' processes (what the path would cost)")
+                        help="--auto: lift the pipeline path's checked depth in the cases' "
+                             "processes (what the path would cost)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:

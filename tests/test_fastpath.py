@@ -210,14 +210,17 @@ def test_ranks_spread_over_the_nodes_fall_back_to_the_full_run():
     assert result.path == "full" and "packed" in result.fallback
 
 
-def test_a_call_larger_than_the_measured_ones_runs_in_full(cluster, monkeypatch):
+def test_trees_deeper_than_one_level_past_the_checked_ones_run_in_full(cluster, monkeypatch):
     import collsim.calls.pipeline as pipeline
 
-    monkeypatch.setattr(pipeline, "MEASURED_RANKS", cluster.gpus - 8)
+    assert tree_depth(24) == 5
+    monkeypatch.setattr(pipeline, "CHECKED_DEPTH", 3)
     result = simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20)
     assert result.path == "full"
-    assert result.fallback == f"pipeline: {cluster.gpus} ranks: its error is measured up to " \
-                              f"{cluster.gpus - 8:,}"
+    assert result.fallback == "pipeline: 24 nodes: trees 5 levels deep; the path's error is " \
+                              "checked to 3 and it times one level more"
+    monkeypatch.setattr(pipeline, "CHECKED_DEPTH", 4)
+    assert simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20).path == "pipeline"
 
 
 def test_auto_beyond_its_full_run_limit_takes_the_pipeline_path(capsys, monkeypatch):

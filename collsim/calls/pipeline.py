@@ -69,10 +69,13 @@ STEADY_CHUNKS = 16
 # chunks), and more than the bound where the fill is most of the call (64 MiB, 8 chunks:
 # +1.04% on 64 nodes, +1.61% on 24 of the 2:1 cluster).
 LEAST_CHUNKS = 64
-# The largest call whose error against the full simulation was measured
-# (benchmarks/fastpath_error.py, docs/engine.md#the-pipeline-path); beyond it the error
-# grows with depth unchecked, so a larger call runs in full.
-MEASURED_RANKS = 2048
+# The deepest trees whose call a full run has checked (benchmarks/fastpath_error.py --one,
+# docs/engine.md#the-pipeline-path): 10 levels, 1,024 nodes of h100-cluster (8,192 GPUs).
+# Each level beyond the references adds its own cost's difference from the line's slope (at
+# most 8.8 us among the levels measured, 0.23% of 512 MiB on 2,048 nodes), so the path times
+# trees up to one level deeper than that (2,048 nodes: 16,384 GPUs) within the bound; deeper
+# calls run in full.
+CHECKED_DEPTH = 10
 
 
 def node_layout(job: Job, gpus: Sequence[int]) -> int:
@@ -156,9 +159,10 @@ def pipeline_time(topology: Topology, costs: CostModel, job: Job, gpus: Sequence
     nodes = job.nranks // per_node
     counts = references_for(nodes)
     small, largest = counts[0], counts[-1]
-    if job.nranks > MEASURED_RANKS:
-        raise PipelineDecline(f"{job.nranks} ranks: its error is measured up to "
-                              f"{MEASURED_RANKS:,}")
+    if tree_depth(nodes) > CHECKED_DEPTH + 1:
+        raise PipelineDecline(f"{nodes:,} nodes: trees {tree_depth(nodes)} levels deep; the "
+                              f"path's error is checked to {CHECKED_DEPTH} and it times one "
+                              f"level more")
     if nodes <= REFERENCE_NODES[1]:
         raise PipelineDecline(f"{nodes} nodes: no more than the references "
                               f"({REFERENCE_NODES[1]})")
