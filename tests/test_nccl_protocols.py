@@ -125,6 +125,28 @@ def test_nvls_pays_nccls_nvlink_figure_once_a_call_and_reaches_less_of_nvlink():
         pytest.approx(721.8e9 * 0.74)                                     # Blackwell
 
 
+def test_nvlstree_across_nodes_reaches_nvls_bus_bandwidth_not_its_algorithm_bandwidth():
+    # NCCL's model gives NVLSTree NVLS's per-channel NVLink term and divides by 2(n-1)/n of
+    # all n ranks: on 2 nodes of 8 the in-node part gets 7/8 x 16/15 of NVLS's reach
+    nvlink = next(link for link in CLUSTER.links if link.kind == "nvlink")
+    nvls = cost_model(CLUSTER, "nvls", "Simple", gpus=range(8)).bandwidth(nvlink)
+    tree = cost_model(CLUSTER, "nvls_tree", "Simple")
+    assert tree.bandwidth(nvlink) == pytest.approx(nvls * 7 / 8 * 16 / 15)
+    assert cost_model(CLUSTER, "nvls_tree", "Simple", gpus=range(8)).bandwidth(nvlink) \
+        == pytest.approx(nvls)                                   # one node: NVLS's reach
+    share = [cost_model(preset("h100-cluster", nodes=n), "nvls_tree", "Simple").bandwidth(nvlink)
+             / nvls for n in (2, 4, 8, 16)]
+    assert share == sorted(share, reverse=True) and share[-1] > 7 / 8   # -> (p-1)/p
+
+
+def test_nvlstree_on_two_nodes_takes_as_long_per_bus_byte_as_nvls_on_one():
+    # at a size where NVLink binds (1 GiB), NVLSTree's busbw on 2 DGX H100 is NVLS's on one
+    one = simulate(H100, "allreduce", "nvls", 8, 2**30).busbw_GBps
+    two = simulate(CLUSTER, "allreduce", "nvls_tree", 16, 2**30).busbw_GBps
+    assert two == pytest.approx(one, rel=0.02)
+    assert two < one * 30 / 16 / (14 / 8)                     # not the algbw of one node
+
+
 def test_an_override_replaces_nccls_round_trip_figure():
     t = preset("dgx-h100", **{"nccl.protocols.Simple.nvls.latency.nvlink": "20us",
                               "nccl.protocols.Simple.latency.nvlink": "5us"})

@@ -34,9 +34,10 @@ What goes in (physical, or NCCL's measured engine limits):
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
   line rate); under NVLS on NVLink the machine's ``reachable.nvls``, by default NCCL's
   ``nvlsEfficiency`` x the NVLink reach (0.85 Hopper, 0.74 Blackwell: the NVSwitch's reduce
-  and multicast do not reach the NVLink rate); on a PCIe switch's uplink, where NCCL stages GPU
-  pairs through host memory (:mod:`collsim.nccl.shm`), x SHM's share; x the protocol's
-  declared ``efficiency`` (at most 1 on the links).
+  and multicast do not reach the NVLink rate), and for NVLSTree across nodes x
+  :func:`nvls_tree_share`, as NCCL's model prices its in-node part; on a PCIe switch's
+  uplink, where NCCL stages GPU pairs through host memory (:mod:`collsim.nccl.shm`), x SHM's
+  share; x the protocol's declared ``efficiency`` (at most 1 on the links).
 - ``channel_cap`` (payload B/s one channel moves, per GPU) and ``gpu_cap`` (payload B/s a GPU
   moves over all channels): NCCL's per-architecture limits of one SM running a protocol
   (``perChMaxRingLL128Bw``, ``perChMaxTreeLL128Bw``, ``perChMaxTreeBw``, ``perChMaxNVLSTreeBw``)
@@ -200,6 +201,8 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
     efficiency = {kind: figures.efficiency(c) for kind, c in CLASS_OF_KIND.items()}
     if family in ("nvls", "nvls_tree"):
         efficiency["nvlink"] = nvls_efficiency(figures, row)
+    if family == "nvls_tree":
+        efficiency["nvlink"] *= nvls_tree_share(nodes, ppn)
     if stages_through_host(figures, ppn, intra_class):
         efficiency["pcie_uplink"] *= shm_share(figures)
     channel_cap, gpu_cap = _caps(figures, row, column, nodes, family, protocol)
@@ -236,6 +239,18 @@ def buffer_payload(protocol: str, simple_buffer: int | None = None) -> float:
     data, wire = C.DATA_BYTES_PER_LINE[p]
     buffer = simple_buffer if protocol == "Simple" and simple_buffer else C.BUFFER_BYTES[p]
     return buffer * data / wire
+
+
+def nvls_tree_share(nodes: int, ppn: int) -> float:
+    """The share of NVLS's one-node NVLink reach NVLSTree's in-node part gets on ``nodes``
+    nodes of ``ppn`` GPUs: NCCL's model gives NVLSTree the bus bandwidth of NVLS on one node
+    (the same NVLink term, ``src/graph/tuning.cc``) and turns it into time with the busbw factor
+    2(n-1)/n of all n ranks, so the node's part takes (n-1)/n x p/(p-1) of NVLS's time on one
+    node of p GPUs for the same bytes (docs/misses.md#nvls-tree-nodes); 1 on one node."""
+    ranks = nodes * ppn
+    if nodes <= 1 or ppn <= 1:
+        return 1.0
+    return (ppn - 1) / ppn * ranks / (ranks - 1)
 
 
 def nvls_efficiency(figures: NcclFigures, row: int) -> float:
