@@ -144,6 +144,14 @@ def test_a_call_on_more_than_32_nodes_adds_a_third_reference():
     assert transfers == 10 * 40 * k
 
 
+def test_a_call_placed_on_the_first_gpus_by_name_takes_the_path_as_without(cluster):
+    # collsim.calibrate.predict names every call's GPUs; the references take fewer
+    placed = simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20,
+                      {"placement": list(range(cluster.gpus))})
+    plain = simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20)
+    assert (placed.path, placed.time_s) == ("pipeline", plain.time_s)
+
+
 def test_pipeline_agrees_with_the_full_run_on_24_nodes(cluster):
     fast = simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20)
     full = simulate(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 20, exact=True)

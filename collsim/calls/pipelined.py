@@ -49,10 +49,13 @@ def pipeline_for(topology: Topology, algorithm: Algorithm, job: Job, gpus: list[
 
         def reference(ranks: int, count: int) -> Job:
             # the call's parameters as planned (channels, chunk_size), so that its chunks
-            # are the call's whatever the reference's size
+            # are the call's whatever the reference's size; not its placement, which lists
+            # the call's GPUs (the path runs only where they are the first, in order, and a
+            # reference takes the first of them by default)
             size = size_bytes if count == job.count else count * job.itemsize
+            params = {name: value for name, value in job.params.items() if name != "placement"}
             spec = CallSpec(topology, algorithm.collective, algorithm.name, ranks, size,
-                            dict(job.params), costs)
+                            params, costs)
             ref_job, placed[id(ref_job)], _ = make_call(spec, algorithm)
             return ref_job
 
