@@ -15,8 +15,8 @@ from collsim.nccl.choice import choose
 from collsim.nccl.protocols import cost_model
 
 CLUSTERS = {  # name: (GPUs per node, NICs per node, Gb/s per NIC, reachable share, net latency)
-    "p4d-efa-cluster": (8, 4, 100, 1.0, 75e-6),
-    "p5-efa-cluster": (8, 8, 400, 1.0, 75e-6),
+    "p4d-efa-cluster": (8, 4, 100, 0.97, 75e-6),
+    "p5-efa-cluster": (8, 8, 400, 0.97, 75e-6),
     "a3-mega-cluster": (8, 8, 200, 0.96, 0.0),
     "gb300-nvl72-cluster": (72, 72, 800, 0.96, 0.0),
 }
