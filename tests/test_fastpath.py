@@ -84,41 +84,15 @@ def test_at_chunks_adds_one_period_a_chunk_and_transfers_in_proportion():
     assert carried == Reference(16, 4, 2.0 + 8 * 0.125, 900)
 
 
-def test_many_chunks_run_the_references_on_fewer_and_carry_them_on(cluster):
+def time_with_stand_ins(machine, fill):
+    """The pipeline path of a 1 GiB NVLSTree call on ``machine`` with stand-in references: a
+    reference is (nodes, elements), and runs in ``fill(nodes)`` plus 0.01 a chunk, moving 10
+    transfers a node and chunk. Returns (time, transfers, chunks, the references asked for as
+    (nodes, elements))."""
     from collsim.algorithms.registry import get_algorithm
     from collsim.callspec import CallSpec
     from collsim.simulate import make_call
 
-    spec = CallSpec(cluster, "allreduce", "nvls_tree", cluster.gpus, 1 << 30, {}, None)
-    job, gpus, call = make_call(spec, get_algorithm("allreduce", "nvls_tree"))
-    k = 8 * STEADY_CHUNKS
-    asked = []
-
-    def reference(ranks: int, count: int) -> tuple[int, int]:
-        asked.append((ranks // 8, count))
-        return ranks // 8, count
-
-    def chunks(j) -> int:
-        return k if j is job else j[1] * k // job.count
-
-    def run(j) -> tuple[float, int]:
-        # a pipeline whose first chunks cost more: steady from STEADY_CHUNKS on
-        nodes, count = j[0], chunks(j)
-        return 1.0 * tree_depth(nodes) + 0.01 * count + 0.5, 10 * nodes * count
-
-    time, transfers = pipeline_time(cluster, call.costs, job, gpus, chunks, reference, run)
-    share = job.count // 8
-    assert asked == [(8, share), (16, share), (8, 2 * share)]
-    assert time == pytest.approx(1.0 * 5 + 0.01 * k + 0.5)  # 24 nodes: 5 levels
-    assert transfers == 10 * 24 * k
-
-
-def test_a_call_on_more_than_32_nodes_adds_a_third_reference():
-    from collsim.algorithms.registry import get_algorithm
-    from collsim.callspec import CallSpec
-    from collsim.simulate import make_call
-
-    machine = load_topology(CLUSTER, {"nodes": 40, "fabric.routing": "dmodk"})
     spec = CallSpec(machine, "allreduce", "nvls_tree", machine.gpus, 1 << 30, {}, None)
     job, gpus, call = make_call(spec, get_algorithm("allreduce", "nvls_tree"))
     k = 8 * STEADY_CHUNKS
@@ -131,14 +105,27 @@ def test_a_call_on_more_than_32_nodes_adds_a_third_reference():
     def chunks(j) -> int:
         return k if j is job else j[1] * k // job.count
 
-    def run(j) -> tuple[float, int]:  # levels costing 1.0, 1.2, then 1.2 on 40 nodes
+    def run(j) -> tuple[float, int]:
         nodes, count = j[0], chunks(j)
-        fill = {8: 3.0, 16: 4.0, 32: 5.2}[nodes]
-        return fill + 0.01 * count, 10 * nodes * count
+        return fill(nodes) + 0.01 * count, 10 * nodes * count
 
     time, transfers = pipeline_time(machine, call.costs, job, gpus, chunks, reference, run)
-    share = job.count // 8
-    assert asked == [(8, share), (16, share), (32, share), (8, 2 * share)]
+    return time, transfers, k, [(nodes, count * 8 // job.count) for nodes, count in asked]
+
+
+def test_many_chunks_run_the_references_on_fewer_and_carry_them_on(cluster):
+    # a pipeline whose first chunks cost more (0.5): steady from STEADY_CHUNKS on
+    time, transfers, k, asked = time_with_stand_ins(cluster, lambda n: tree_depth(n) + 0.5)
+    assert asked == [(8, 1), (16, 1), (8, 2)]  # in eighths of the call's elements
+    assert time == pytest.approx(1.0 * 5 + 0.01 * k + 0.5)  # 24 nodes: 5 levels
+    assert transfers == 10 * 24 * k
+
+
+def test_a_call_on_more_than_32_nodes_adds_a_third_reference():
+    machine = load_topology(CLUSTER, {"nodes": 40, "fabric.routing": "dmodk"})
+    # levels costing 1.0, then 1.2: the line's slope is their mean, 1.1
+    time, transfers, k, asked = time_with_stand_ins(machine, {8: 3.0, 16: 4.0, 32: 5.2}.get)
+    assert asked == [(8, 1), (16, 1), (32, 1), (8, 2)]
     assert tree_depth(40) == 6
     assert time == pytest.approx((3.0 + 4.0 + 5.2) / 3 + 1.1 * 2 + 0.01 * k)
     assert transfers == 10 * 40 * k
