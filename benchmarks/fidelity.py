@@ -9,7 +9,10 @@ rows of 1 MiB and more, for
                    of up to 32 GPUs (--max-ranks), those over 8 in fewer steps (LARGE_*);
   (d) NCCL model:  NCCL's own analytic time of its pick (collsim.nccl.tuning), for comparison;
   (e) scale-up:    calibrate on a machine's smaller run (1 node, or 1 GPU per node), predict
-                   its larger one (SCALE_UP), printed per pair.
+                   its larger one (SCALE_UP), printed per pair;
+  (f) from p2p:    calibrate on a machine's p2p run across nodes (alltoall_perf, sendrecv_perf:
+                   the network's figures, docs/calibration.md#log-kinds), predict its
+                   collectives (FROM_P2P), printed per pair.
 
 Writes plots/fidelity/table.md (the table), rows.csv (every row's errors) and, from rows.csv,
 busbw.png (benchmarks/fidelity_figure.py, which redraws it alone). Fits are cached in
@@ -17,7 +20,8 @@ busbw.png (benchmarks/fidelity_figure.py, which redraws it alone). Fits are cach
 
     python benchmarks/fidelity.py [--no-calibrate] [--max-ranks 8]
     python benchmarks/fidelity.py --no-calibrate --runs a3mega --runs aws-p   # a few runs,
-        per run, printed only (the table, rows.csv and the figure are left as they are)
+        per run, printed only (the table, rows.csv and the figure are left as they are); without
+        --no-calibrate also the pairs (e, f) whose two runs are among them
     python benchmarks/fidelity.py --shard 0/2 & python benchmarks/fidelity.py --shard 1/2; \
         wait; python benchmarks/fidelity.py        # the fits on two cores, then the table
 """
@@ -76,6 +80,14 @@ SCALE_UP = (*(("vp-h100-1n-ar", f"vp-h100-4n-{c}") for c in ("ar", "ag", "bcast"
               for gpu, c, trays in (("gb300", "ar", (2, 16, 32)), ("gb300", "a2a", (2, 16, 32)),
                                     ("gb200", "ar", (32,)), ("gb200", "a2a", (2, 16, 32)))
               for n in trays))
+# (fitted on, predicted) runs of one machine and source: a p2p run across nodes (sendrecv or
+# alltoall, whose fit frees only the network's figures and the launch) -> the collectives the
+# same source measured on the same machine, at its node count or more. The NDm A100 v4 pairs:
+# 2 x 1 GPU (every peer across the network) and 2 x 8 GPUs -> allreduce and allgather. OCI's
+# 2-rack alltoall (128 GPUs) is left out: a fit at that size takes hours on one core.
+FROM_P2P = tuple((f"azure-ndmv4-{p2p}-a2a", f"azure-ndmv4-{target}-{c}")
+                 for p2p, target in (("2x1", "2x1"), ("2x1", "2n"), ("2n", "2n"))
+                 for c in ("ar", "ag"))
 
 
 @dataclass
@@ -308,7 +320,7 @@ def fit_shard(shard: int, shards: int, runs: list[RunSpec], max_ranks: int,
     them all."""
     by_id = {r.run_id: r for r in runs}
     work = [(loo, (spec,)) for spec in runs if spec.nodes * spec.per_node <= max_ranks]
-    work += [(scale_fit, (by_id[small], by_id[large])) for small, large in SCALE_UP
+    work += [(scale_fit, (by_id[small], by_id[large])) for small, large in (*SCALE_UP, *FROM_P2P)
              if small in by_id and large in by_id]
     for index, (fit, args) in enumerate(work):
         if index % shards == shard:
@@ -404,22 +416,32 @@ def main() -> int:
               file=sys.stderr)
     if args.runs:
         print(per_run(table))
+        if not args.no_calibrate:
+            for title, pairs, fitted in (("scale-up", SCALE_UP, "the smaller run"),
+                                         ("from p2p", FROM_P2P, "the p2p run")):
+                lines = pair_errors(runs, cache, pairs, fitted)
+                if lines:
+                    print(f"{title}:", *lines, sep="\n")
+            CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
         print(f"{time.time() - started:.1f} s", file=sys.stderr)
         return 0
-    scale = scale_up(runs, cache)
+    scale = pair_errors(runs, cache, SCALE_UP)
+    p2p = pair_errors(runs, cache, FROM_P2P, "the p2p run")
     CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
-    write(table, skipped, scale, args.max_ranks, args.out)
+    write(table, skipped, scale, args.max_ranks, args.out, p2p)
     if args.worst:
         print(worst(table, args.worst))
     print(f"{time.time() - started:.1f} s", file=sys.stderr)
     return 0
 
 
-def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
-    """(e): each SCALE_UP pair's busbw error on sizes >= 1 MiB, preset and calibrated."""
+def pair_errors(runs: list[RunSpec], cache: dict, pairs: tuple[tuple[str, str], ...],
+                fitted: str = "the smaller run") -> list[str]:
+    """(e), (f): each pair's busbw error on the predicted run's sizes >= 1 MiB, the preset's
+    and calibrated on the other run of the pair; pairs with a run not loaded are left out."""
     by_id = {r.run_id: r for r in runs}
     lines = []
-    for small, large in SCALE_UP:
+    for small, large in pairs:
         if small not in by_id or large not in by_id:
             continue
         fit_on, target = by_id[small], by_id[large]
@@ -437,7 +459,7 @@ def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
             errors["preset"].append(busbw(case, i) / measured - 1)
             errors["calibrated"].append(busbw(moved, i, calibrated) / measured - 1)
         lines.append(f"{small} -> {large} ({preset.stem}): preset {stats(errors['preset'])}, "
-                     f"calibrated on the smaller run {stats(errors['calibrated'])}")
+                     f"calibrated on {fitted} {stats(errors['calibrated'])}")
     return lines
 
 
@@ -480,7 +502,7 @@ def worst(table: list[dict], count: int) -> str:
 
 
 def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: int,
-          out: Path = OUT) -> None:
+          out: Path = OUT, p2p: tuple[str, ...] | list[str] = ()) -> None:
     out.mkdir(parents=True, exist_ok=True)
     machines = sorted({r["machine"] for r in table})
     head = f"{'machine':<20}" + "".join(f" | {name:>19}" for name, _ in KINDS)
@@ -500,6 +522,9 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
             cells.append(stats(errors))
         lines.append(f"{machine:<20}" + "".join(f" | {c:>19}" for c in cells))
     lines += ["", "scale-up (rows, median, p90 of |busbw error|, sizes >= 1 MiB):", *scale]
+    if p2p:
+        lines += ["", "from p2p: calibrated on a p2p run across nodes, its machine's collectives "
+                  "(rows, median, p90 of |busbw error|, sizes >= 1 MiB):", *p2p]
     text = "\n".join(lines)
     print(text)
     notes = "\n".join(f"- {s}" for s in skipped)

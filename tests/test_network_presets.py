@@ -207,6 +207,41 @@ def test_each_scale_up_pair_is_one_machine_measured_by_one_source_at_two_scales(
         assert int(target["gpus"]) > int(fit_on["gpus"])
 
 
+def test_each_from_p2p_pair_fits_a_p2p_run_across_nodes_and_predicts_its_machines_collective():
+    """fidelity.py's FROM_P2P: a sendrecv or alltoall run across nodes is calibrated on, and a
+    collective NCCL runs with its algorithms, measured by the same source on the same GPUs at
+    as many nodes or more, is predicted."""
+    fidelity, runs = _fidelity_and_runs()
+    assert fidelity.FROM_P2P
+    for p2p, collective in fidelity.FROM_P2P:
+        fit_on, target = runs[p2p], runs[collective]
+        assert fit_on["collective"] in ("sendrecv", "alltoall") and int(fit_on["nodes"]) >= 2
+        assert target["collective"] in ("allreduce", "allgather", "reducescatter")
+        assert fit_on["gpu_model"] == target["gpu_model"]
+        assert fit_on["source"].split("@")[0] == target["source"].split("@")[0]
+        assert int(target["nodes"]) >= int(fit_on["nodes"])
+
+
+def test_a_pairs_calibrated_error_is_the_target_simulated_on_the_fitted_figures():
+    """pair_errors predicts the target run on the figures fitted on the other run of the pair
+    (read from the cache, so nothing is fitted here): halving the network's reach takes the
+    busbw of a 1 GiB ring across two nodes to about half the preset's (a little more: the
+    per-step latencies stay), and the line says which run it fitted."""
+    fidelity, _ = _fidelity_and_runs()
+    runs, _ = fidelity.load_runs()
+    by_id = {r.run_id: r for r in runs}
+    p2p, target = "azure-ndmv4-2x1-a2a", "azure-ndmv4-2x1-ag"
+    cache = {f"scale/{p2p}/{by_id[target].preset}/auto": {"reachable.network": 0.5}}
+    (line,) = fidelity.pair_errors(runs, cache, ((p2p, target),), "the p2p run")
+    row = by_id[target].rows[-1]
+    measured = int(row["bytes"]) / row["time_s"] / 1e9 * 0.5   # allgather on 2 ranks: (p-1)/p
+    preset = fidelity.busbw(fidelity.case_of(by_id[target], [row]), 0)
+    assert line.startswith(f"{p2p} -> {target} (a100-cluster): preset ")
+    error = float(line.split("calibrated on the p2p run")[1].split()[1].rstrip("%")) / 100
+    ratio = measured * (1 - error) / preset   # halved, below the measured busbw
+    assert 0.5 <= ratio <= 0.55               # unmoved (the preset's +40%) would be 0.43
+
+
 @pytest.mark.parametrize("name, taken_from", [
     ("p4d-efa-cluster", "a100-cluster"), ("p5-efa-cluster", "h100-cluster"),
     ("a3-mega-cluster", "h100-cluster"), ("gb300-nvl72", "gb200-nvl72"),
