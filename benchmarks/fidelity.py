@@ -79,15 +79,25 @@ SCALE_UP = (*(("vp-h100-1n-ar", f"vp-h100-4n-{c}") for c in ("ar", "ag", "bcast"
             *((f"oci-{gpu}-{c}-1tray", f"oci-{gpu}-{c}-{n}tray")
               for gpu, c, trays in (("gb300", "ar", (2, 16, 32)), ("gb300", "a2a", (2, 16, 32)),
                                     ("gb200", "ar", (32,)), ("gb200", "a2a", (2, 16, 32)))
-              for n in trays))
+              for n in trays),
+            # one H100 cluster (nccl-tests-cluster's example): p2p on 2 nodes -> 10, 1 node -> 10
+            ("ntc-h100-2x1-sendrecv", "ntc-h100-10x1-sendrecv"),
+            ("ntc-h100-2n-sendrecv", "ntc-h100-10n-sendrecv"),
+            ("ntc-h100-1n-ar", "ntc-h100-10n-ar"))
 # (fitted on, predicted) runs of one machine and source: a p2p run across nodes (sendrecv or
 # alltoall, whose fit frees only the network's figures and the launch) -> the collectives the
-# same source measured on the same machine, at its node count or more. The NDm A100 v4 pairs:
-# 2 x 1 GPU (every peer across the network) and 2 x 8 GPUs -> allreduce and allgather. OCI's
-# 2-rack alltoall (128 GPUs) is left out: a fit at that size takes hours on one core.
-FROM_P2P = tuple((f"azure-ndmv4-{p2p}-a2a", f"azure-ndmv4-{target}-{c}")
-                 for p2p, target in (("2x1", "2x1"), ("2x1", "2n"), ("2n", "2n"))
-                 for c in ("ar", "ag"))
+# same source measured on the same machine, at its node count or more. NDm A100 v4: 2 x 1 GPU
+# (every peer across the network) and 2 x 8 GPUs -> allreduce and allgather on 2 nodes; an
+# H100 cluster (nccl-tests-cluster's example): sendrecv on 2 nodes of 1 and of 8 GPUs, and
+# alltoall on 2 x 1 -> allreduce, allgather and reducescatter on 10 nodes of as many GPUs.
+# OCI's 2-rack alltoall (128 GPUs) is left out: a fit at that size takes hours on one core.
+FROM_P2P = (*((f"azure-ndmv4-{p2p}-a2a", f"azure-ndmv4-{target}-{c}")
+              for p2p, target in (("2x1", "2x1"), ("2x1", "2n"), ("2n", "2n"))
+              for c in ("ar", "ag")),
+            *((f"ntc-h100-{p2p}", f"ntc-h100-{target}-{c}")
+              for p2p, target in (("2x1-sendrecv", "10x1"), ("2x1-a2a", "10x1"),
+                                  ("2n-sendrecv", "10n"))
+              for c in ("ar", "ag", "rs")))
 
 
 @dataclass

@@ -46,6 +46,30 @@ LOGS = [
     ("vp-h100-4n-ar.txt", 0, "allreduce", 32, 4, 8, H100, 31, 8, 8 << 30, 330.93, "adaptive"),
     ("vp-h100-4n-bcast.txt", 0, "broadcast", 32, 4, 8, H100, 31, 8, 8 << 30, 286.34, "adaptive"),
     ("vp-h100-4n-reduce.txt", 0, "reduce", 32, 4, 8, H100, 31, 8, 8 << 30, 285.74, "adaptive"),
+    # nccl-tests-cluster's example H100 cluster: five runs a file on 1 and 10 nodes (sizes of
+    # allgather, reducescatter and alltoall divisible by the ranks), two between 2 nodes.
+    *[("ntc-h100-1n-5tests.txt", i, collective, 8, 1, 8, H100, 10, 32 << 20, 16 << 30, busbw,
+       "adaptive") for i, (collective, busbw) in enumerate([
+           ("allreduce", 482.27), ("allgather", 361.86), ("reducescatter", 364.76),
+           ("alltoall", 348.03), ("sendrecv", 367.25)])],
+    *[("ntc-h100-10n-5tests.txt", i, collective, 80, 10, 8, H100, 10, first, last, busbw,
+       "adaptive") for i, (collective, first, last, busbw) in enumerate([
+           ("allreduce", 32 << 20, 16 << 30, 320.54),
+           ("allgather", 33553920, 17179868160, 324.29),
+           ("reducescatter", 33553920, 17179868160, 323.40),
+           ("alltoall", 33553920, 17179868160, 50.38),
+           ("sendrecv", 32 << 20, 16 << 30, 15.22)])],
+    *[("ntc-h100-10x1-5tests.txt", i, collective, 10, 10, 1, H100, 10, first, last, busbw,
+       "adaptive") for i, (collective, first, last, busbw) in enumerate([
+           ("allreduce", 32 << 20, 16 << 30, 48.89),
+           ("allgather", 33554400, 17179869120, 48.15),
+           ("reducescatter", 33554400, 17179869120, 48.84),
+           ("alltoall", 33554400, 17179869120, 44.66),
+           ("sendrecv", 32 << 20, 16 << 30, 24.86)])],
+    *[(f"ntc-h100-{shape}-pair-a2a-sendrecv.txt", i, collective, 2 * per_host, 2, per_host, H100,
+       3, 4 << 30, 16 << 30, busbw, "adaptive")
+      for shape, per_host, busbws in (("2n", 8, (92.04, 45.87)), ("2x1", 1, (38.84, 43.78)))
+      for i, (collective, busbw) in enumerate(zip(("alltoall", "sendrecv"), busbws, strict=True))],
 ]
 
 # Published excerpts in nccl-tests' layout (validation/sources): file, collective (None where
@@ -79,7 +103,8 @@ SOURCES = [
 def test_every_log_fixture_is_covered():
     files = {path.name for path in (VALIDATION / "logs").glob("*.txt")}
     assert files == {entry[0] for entry in LOGS}
-    assert len(LOGS) == 22  # 12 single-run logs, the 8 runs of the OCI GB300 file, 2 of #309
+    assert len(LOGS) == 41  # 12 single-run logs, the 8 runs of the OCI GB300 file, 2 of #309,
+    # 19 of nccl-tests-cluster's 5 files
 
 
 @pytest.mark.parametrize(("name", "index", "collective", "ranks", "hosts", "per_host", "gpu",
