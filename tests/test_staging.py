@@ -102,3 +102,33 @@ def test_lockstep_path_gives_the_events_times_to_the_bit(collective):
                 for flag in (True, False)]
         assert runs[0].path == "lockstep" and runs[1].path != "lockstep"
         assert runs[0].time == runs[1].time
+
+
+def test_a_broadcast_pipeline_pays_its_copies_once_in_the_fill():
+    """Two nodes of one GPU, a 32 MiB broadcast in 512 KiB chunks (Simple's step) on 2
+    channels: the root writes every chunk and the other rank reads it, but chunk after chunk
+    moves while the previous one is copied, so the call waits for one chunk's write and read
+    (2 x 512 KiB / 24 GB/s), not one per chunk."""
+    topology = _cluster()
+    gpus = [0, topology.gpus_per_node]
+    times = []
+    for staged in (True, False):
+        costs = cost_model(topology, "ring", "Simple", gpus)
+        if not staged:
+            costs = dataclasses.replace(costs, write_seconds=0.0, read_seconds=0.0)
+        params = {"placement": gpus, "protocol": "Simple", "channels": 2, "root": 0,
+                  "chunk_size": 512 * 1024}
+        times.append(simulate(topology, "broadcast", "ring", 2, 32 * MIB, params, costs).time_s)
+    assert times[0] - times[1] == pytest.approx(2 * 512 * 1024 / 24e9, rel=1e-6)
+
+
+def test_a_longer_ring_pays_the_copies_once_a_loop_not_once_a_step():
+    """Four nodes of one GPU, allgather of 64 MiB on 2 channels: 4 loops of 3 network steps
+    each; the steps between a loop's ends pass the data on in the same pass, so each loop
+    waits for one write and one read, as on two ranks."""
+    topology = load_topology(find_topology("a100-cluster"), {"nodes": 4})
+    per_node = topology.gpus_per_node
+    gpus = [node * per_node for node in range(4)]
+    staged = _time(topology, "allgather", 64 * MIB, gpus, True)
+    plain = _time(topology, "allgather", 64 * MIB, gpus, False)
+    assert staged - plain == pytest.approx(4 * 2 * MIB / 24e9, rel=1e-9)
