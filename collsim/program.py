@@ -50,7 +50,11 @@ class Send:
     """Send ``count`` elements of ``buf`` starting at ``offset`` to rank ``peer``. An
     ``ordered`` send queues behind the ordered sends before it on its connection (same
     sender, receiver and lane): its bytes move once theirs have left, while their latency
-    tails overlap its bytes, as NCCL's buffer slots do on one connection."""
+    tails overlap its bytes, as NCCL's buffer slots do on one connection. A ``forwarded``
+    send passes on, slice by slice in the same pass, what its rank's previous receive brought
+    (NCCL's fused receive-and-send steps); a ``forwarding`` one is passed on so by its
+    receiver: across the network they wait for fewer of the GPU's slice copies
+    (:mod:`collsim.engine.staging`)."""
 
     peer: int
     tag: int
@@ -59,6 +63,8 @@ class Send:
     buf: str = "buf"
     lane: int = 0
     ordered: bool = False
+    forwarded: bool = False
+    forwarding: bool = False
 
 
 @dataclass(slots=True)

@@ -165,8 +165,9 @@ def test_an_allreduce_predicted_from_the_fit_moves_as_the_figures_say(fitted, tm
         assert fit.pick == want.pick
         assert fit.time_s == pytest.approx(want.time_s, rel=TOLERANCE), size
     # A ring across 2 nodes at 1 GiB is bound by the NICs: its busbw is the 8 NICs' reach,
-    # 8 x 48 GB/s on the preset, 8 x 0.6 x 48 after the fit.
+    # 8 x 48 GB/s on the preset, 8 x 0.6 x 48 after the fit, less the GPU's slice copies at
+    # each of its 2 loops' ends (docs/nccl.md#algorithms-staging: 1-2 % of the call).
     nic = load_topology(PRESET).machine.nccl.reached("network") / 1e9
     for topology, reach in ((shipped, nic), (calibrated, nic * record.TRUTH["reachable.network"])):
         ring = predict(topology, "allreduce", 16, 2**30, "ring")
-        assert ring.busbw_GBps == pytest.approx(8 * reach, rel=TOLERANCE)
+        assert 0.98 * 8 * reach <= ring.busbw_GBps <= 8 * reach

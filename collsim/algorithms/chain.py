@@ -26,7 +26,8 @@ def chain_steps(rank: int, job: Job, chain: Sequence[int], reduce: bool, tags: T
     every rank) in ``chunks`` chunks (default: of the job's chunk size); combine on the way
     if ``reduce``; sends go on ``lane``. Step i forwards chunk i-1 to the successor while
     chunk i arrives from the predecessor, so both transfers of a hop are posted together
-    (they must meet)."""
+    (they must meet). A rank between the ends passes its chunks on in the same pass (the
+    sends' ``forwarded`` and ``forwarding`` flags)."""
     pos = chain.index(rank)
     prev = chain[pos - 1] if pos > 0 else None
     succ = chain[pos + 1] if pos + 1 < len(chain) else None
@@ -37,7 +38,8 @@ def chain_steps(rank: int, job: Job, chain: Sequence[int], reduce: bool, tags: T
         ops: list[Op] = []
         if succ is not None and i >= 1:
             ops.append(Send(succ, tags[i - 1], *chunk_region(offset, count, chunks, i - 1),
-                            lane=lane))
+                            lane=lane, forwarded=prev is not None,
+                            forwarding=pos + 2 < len(chain)))
         if prev is not None and i < chunks:
             ops.append(Recv(prev, tags[i], *chunk_region(offset, count, chunks, i),
                             reduce=reduce, lane=lane))

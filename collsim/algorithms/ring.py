@@ -35,14 +35,24 @@ def _neighbours(rank: int, job: Job, ring: Sequence[int] | None
     return ring, pos, ring[(pos + 1) % p], ring[(pos - 1) % p]
 
 
+def _forwarding(step: int, steps: int, opens: bool, closes: bool) -> dict[str, bool]:
+    """A ring step's Send flags: each step but a loop's first passes on what the previous
+    step received, and each but its last is passed on so (``opens``/``closes``: whether
+    these steps open or close the loop)."""
+    return {"forwarded": step > 0 or not opens, "forwarding": step < steps - 1 or not closes}
+
+
 def ring_reducescatter_steps(rank: int, job: Job, tags: Tags = TAGS,
                              ring: Sequence[int] | None = None, blocks: Blocks | None = None,
-                             lane: int = 0) -> Program:
+                             lane: int = 0, opens: bool = True, closes: bool = True
+                             ) -> Program:
     """p-1 steps after which rank r holds block r of ``buf`` combined over every rank.
 
     ``ring`` (default the job's) is the order of the ranks; ``blocks(b)`` (default block b
     of p of the buffer) is the region block b stands for, so that one NCCL channel can run
-    the ring over its own piece of every block; its sends go on ``lane``.
+    the ring over its own piece of every block; its sends go on ``lane``. ``opens`` and
+    ``closes`` say whether the steps open and close a loop of NCCL's ring (an allreduce's
+    reduce-scatter does not close it): their sends' ``forwarded``/``forwarding`` flags.
     """
     p, n = job.nranks, job.count
     ring, pos, right, left = _neighbours(rank, job, ring)
@@ -51,16 +61,18 @@ def ring_reducescatter_steps(rank: int, job: Job, tags: Tags = TAGS,
     out_off, out_len = blocks(ring[(pos - 1) % p])
     for step, tag in enumerate(tags.range(p - 1)):
         in_off, in_len = blocks(ring[(pos - step - 2) % p])
-        yield (Send(right, tag, out_off, out_len, "buf", lane),
+        yield (Send(right, tag, out_off, out_len, "buf", lane,
+                    **_forwarding(step, p - 1, opens, closes)),
                Recv(left, tag, in_off, in_len, "buf", True, lane))
         out_off, out_len = in_off, in_len  # what arrived is what goes on next
 
 
 def ring_allgather_steps(rank: int, job: Job, tags: Tags = TAGS,
                          ring: Sequence[int] | None = None, blocks: Blocks | None = None,
-                         lane: int = 0) -> Program:
+                         lane: int = 0, opens: bool = True, closes: bool = True) -> Program:
     """p-1 steps that pass blocks around the ring until every rank holds every block
-    (``ring``, ``blocks`` and ``lane`` as for :func:`ring_reducescatter_steps`)."""
+    (``ring``, ``blocks``, ``lane``, ``opens`` and ``closes`` as for
+    :func:`ring_reducescatter_steps`)."""
     p, n = job.nranks, job.count
     ring, pos, right, left = _neighbours(rank, job, ring)
     if blocks is None:
@@ -68,7 +80,8 @@ def ring_allgather_steps(rank: int, job: Job, tags: Tags = TAGS,
     out_off, out_len = blocks(ring[pos])
     for step, tag in enumerate(tags.range(p - 1)):
         in_off, in_len = blocks(ring[(pos - step - 1) % p])
-        yield (Send(right, tag, out_off, out_len, "buf", lane),
+        yield (Send(right, tag, out_off, out_len, "buf", lane,
+                    **_forwarding(step, p - 1, opens, closes)),
                Recv(left, tag, in_off, in_len, "buf", False, lane))
         out_off, out_len = in_off, in_len  # what arrived is what goes on next
 
@@ -91,8 +104,8 @@ def ring_reducescatter_cost(c: Cost) -> float:
 
 def ring_allreduce(rank: int, job: Job) -> Program:
     """Reduce-scatter leaves block r combined at rank r; allgather spreads the blocks."""
-    yield from ring_reducescatter_steps(rank, job, TAGS.phase(0))
-    yield from ring_allgather_steps(rank, job, TAGS.phase(1))
+    yield from ring_reducescatter_steps(rank, job, TAGS.phase(0), closes=False)
+    yield from ring_allgather_steps(rank, job, TAGS.phase(1), opens=False)
 
 
 def block_lengths(count: int, p: int) -> np.ndarray:
@@ -105,16 +118,19 @@ def ring_exchanges(ring: Sequence[int], lengths: np.ndarray, reduce_steps: int,
                    gather_steps: int, lane: int = 0) -> Iterator[Exchange]:
     """The steps of :func:`ring_reducescatter_steps` (``reduce_steps`` of them, 0 or p-1)
     then of :func:`ring_allgather_steps` as whole steps of every rank (the lockstep path):
-    ``lengths[b]`` is the length of block b."""
+    ``lengths[b]`` is the length of block b. The steps are one loop of NCCL's ring (the
+    sends' forwarding flags)."""
     senders, receivers = ring_pattern(ring)
     by_position = lengths[senders]
     uniform = bool(np.all(by_position == by_position[0])) if len(by_position) else True
+    steps = reduce_steps + gather_steps
     for step in range(reduce_steps):  # position i sends block ring[i - 1 - step]
         counts = int(by_position[0]) if uniform else np.roll(by_position, step + 1)
-        yield Exchange(senders, receivers, counts, True, lane)
-    for step in range(gather_steps):  # position i sends block ring[i - step]
-        counts = int(by_position[0]) if uniform else np.roll(by_position, step)
-        yield Exchange(senders, receivers, counts, False, lane)
+        yield Exchange(senders, receivers, counts, True, lane, step > 0, step < steps - 1)
+    for step in range(reduce_steps, steps):  # position i sends block ring[i - step]
+        counts = int(by_position[0]) if uniform else \
+            np.roll(by_position, step - reduce_steps)
+        yield Exchange(senders, receivers, counts, False, lane, step > 0, step < steps - 1)
 
 
 def shift_invariant(ring: Sequence[int], shift: int) -> bool:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from collsim.engine.caplinks import Route
 from collsim.engine.fabric import Fabric
 from collsim.engine.rendezvous import Rendezvous, bad_count
+from collsim.engine.staging import Staging
 from collsim.program import Job, Recv, Send
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class BufferedSends:
     capped: bool
     _rendezvous: Rendezvous
     _connections: dict[tuple, Connection]
+    _staging: Staging | None
     _orbits: object
     _op_done: Callable[[RankState], None]                 # the call's
     _combine: Callable[[RankState, int, int], None]       # Combines'
@@ -110,6 +112,11 @@ class BufferedSends:
         sender, send = message.sender, message.send
         self.transfers += 1
         route = self._capped_route(sender.gpu, target, send.lane) if self.capped else None
+        staging = self._staging
+        if staging is not None:  # the GPU's copies of a slice on a network hop
+            route = staging.route(sender.gpu, target, message.size,
+                                  self.job.lane_weight(send.lane), send,
+                                  route or self.fabric.route(sender.gpu, target))
         line = (self, sender.gpu, target, send.lane) if send.ordered else None
         self.fabric.transfer(sender.gpu, target, message.size, self._arrived, message,
                              route, line, self._drained)

@@ -24,6 +24,7 @@ import numpy as np
 
 from collsim.engine.costs import buffered, caps
 from collsim.engine.fabric import Fabric
+from collsim.engine.staging import Staging
 from collsim.program import Copy, Job, ProgramFactory, Recv, Send
 
 
@@ -43,6 +44,8 @@ class Exchange:
     counts: np.ndarray | int
     reduce: bool = False
     lane: int = 0
+    forwarded: bool = False   # every send passes on the previous step's receive (Send's)
+    forwarding: bool = False  # every receiver passes its receive on next step (Send's)
 
 
 # An algorithm's lockstep form: a job -> its programs' steps as whole steps of every rank
@@ -86,6 +89,7 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
     room = Room(buffer) if 0 < buffer < math.inf else None
     itemsize = job.itemsize
     links = Links(fabric)
+    staging = Staging.of(fabric.costs, fabric.topology)
     patterns: dict[tuple[int, int, int], Pattern] = {}
     pattern: Pattern | None = None
     transfers = 0
@@ -113,6 +117,13 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         latency, bottleneck = pattern.latency, pattern.bottleneck
         transfers += p
         size = np.asarray(exchange.counts, dtype=np.int64) * itemsize
+        if staging is not None and pattern.staged.any():
+            # Staging.route: the slice delay on the pairs whose route crosses the network
+            seconds = staging.seconds(exchange.forwarded, exchange.forwarding)
+            if seconds > 0:
+                weight = job.lane_weight(exchange.lane)
+                delay = np.minimum(size / weight, staging.slice_bytes) * seconds
+                latency = np.where(pattern.staged & (size > 0), latency + delay, latency)
         if buffering:
             # A buffered send starts when posted; Fabric.transfer: drain = now + size/
             # bottleneck, an event at now + (drain - now); delivery ``latency`` after it.
@@ -225,6 +236,7 @@ class Pattern:
     empty: np.ndarray
     hops: np.ndarray
     pair_of: np.ndarray
+    staged: np.ndarray  # per pair: its route crosses the network (slice delay, Staging)
 
 
 class Links:
@@ -303,6 +315,8 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
     latency = np.empty(p, dtype=np.float64)
     bottleneck = np.empty(p, dtype=np.float64)
     empty = np.zeros(p, dtype=bool)
+    staged = np.zeros(p, dtype=bool)  # the route crosses the network (Staging)
+    staging = Staging.of(fabric.costs, fabric.topology)
     hops: list[int] = []
     pair_of: list[int] = []
     used: set[int] = set()
@@ -324,8 +338,10 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
             hops.append(link)
             pair_of.append(i)
         latency[i], bottleneck[i], empty[i] = lat, neck, not channels
+        staged[i] = staging is not None and staging.crosses(gpus[s], gpus[r])
     return Pattern(senders, receivers, lane, latency, bottleneck, empty,
-                   np.asarray(hops, dtype=np.int64), np.asarray(pair_of, dtype=np.int64))
+                   np.asarray(hops, dtype=np.int64), np.asarray(pair_of, dtype=np.int64),
+                   staged)
 
 
 class Irregular(Exception):
@@ -353,7 +369,7 @@ def traced_exchanges(programs: ProgramFactory, job: Job) -> Iterator[Exchange]:
     expect_tag = np.empty(p, dtype=np.int64)
     while True:
         finished = 0
-        reduce = lane = None
+        reduce = lane = flags = None
         for r, program in enumerate(ranks):
             step = next(program, None)
             while type(step) is Copy or (type(step) is tuple and step
@@ -379,6 +395,10 @@ def traced_exchanges(programs: ProgramFactory, job: Job) -> Iterator[Exchange]:
                 reduce, lane = recv.reduce, recv.lane
             if recv.reduce != reduce or recv.lane != lane or send.lane != lane:
                 raise Irregular
+            if flags is None:
+                flags = (send.forwarded, send.forwarding)
+            elif flags != (send.forwarded, send.forwarding):
+                raise Irregular
             if not (0 <= send.peer < p and 0 <= recv.peer < p) or send.peer == r \
                     or recv.peer == r:
                 raise Irregular
@@ -396,4 +416,4 @@ def traced_exchanges(programs: ProgramFactory, job: Job) -> Iterator[Exchange]:
         receivers = patterns.get(key)
         if receivers is None:
             receivers = patterns[key] = to.copy()
-        yield Exchange(senders, receivers, counts.copy(), bool(reduce), int(lane))
+        yield Exchange(senders, receivers, counts.copy(), bool(reduce), int(lane), *flags)

@@ -52,6 +52,7 @@ from collsim.engine.loop import call_later, clock
 from collsim.engine.maxmin import Channel
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.engine.rendezvous import Rendezvous, bad_count, bad_peer, deadlock_message
+from collsim.engine.staging import Staging
 from collsim.errors import SimulationError
 from collsim.hardware.topology import Topology
 from collsim.program import Copy, Job, Parallel, Pause, ProgramFactory, Recv, Reduce, Send
@@ -198,6 +199,8 @@ class Call(BufferedSends, Combines, CapLinks):
         self.send_buffer = buffered(simulation.costs)
         self._connections: dict[tuple, Connection] = {}
         self.capped = self.channel_cap is not None or self.gpu_cap is not None
+        # The delay of a message crossing the network for the GPU's copies of its slices.
+        self._staging = Staging.of(simulation.costs, topology)
         self._routes: dict[tuple[int, int, int], Route] = {}
         self._virtual: dict[tuple[int, int], Channel] = {}
         # Peers a rank may name, and, when only representatives of orbits run, how their
@@ -360,6 +363,11 @@ class Call(BufferedSends, Combines, CapLinks):
                         orbits.target(receiver.rank, key)
                     route = self._capped_route(sender.gpu, target, send.lane) if capped \
                         else None
+                    if self._staging is not None:
+                        route = self._staging.route(
+                            sender.gpu, target, send.count * itemsize,
+                            self.job.lane_weight(send.lane), send,
+                            route or fabric.route(sender.gpu, target))
                     # An ordered send goes in order on its connection, one line per call.
                     line = (self, sender.gpu, target, send.lane) if send.ordered else None
                     transfer(sender.gpu, target, send.count * itemsize, delivered,

@@ -308,6 +308,10 @@ CHUNK_STEPS: dict[str, tuple[int, int]] = {
     "allreduce": (4, 2), "allgather": (4, 2), "reducescatter": (4, 2),
     "broadcast": (1, 1), "reduce": (1, 1),
 }
+# A Simple slice across the network: the proxy posts and receives sliceSteps steps at a time
+# (ALLREDUCE_SLICESTEPS = NCCL_STEPS/4, the same for allgather and reduce-scatter; src/include/
+# collectives.h); families whose chunk is one step send no message larger than a step.
+SLICE_STEPS = 2
 # NCCL_NVLS_CHUNKSIZE's default (NCCL src/transport/nvls.cc): NVLS moves a channel's piece in
 # chunks of this size.
 NVLS_CHUNK_BYTES = 128 * 1024

@@ -29,6 +29,10 @@ What goes in (physical, or NCCL's measured engine limits):
   4.4 MiB LL128, 4 MiB Simple; ``constants.BUFFER_BYTES``): a sender writes into them before
   its receiver reaches the message, so a send that fits starts when posted and completes
   when its bytes have left (:mod:`collsim.engine.costs`).
+- ``slice_bytes``, ``write_seconds``, ``read_seconds``: a message across the network waits
+  for the GPU's write of its first slice into the connection's buffer and (Simple) its read of
+  the last one, at NCCL's per-channel figure (:func:`slice_staging`,
+  :mod:`collsim.engine.staging`, docs/nccl.md#algorithms-staging).
 - ``wire_ratio``: LL sends 8 data bytes per 16-byte line (2.0), LL128 120 per 128 (128/120),
   Simple 1.0.
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
@@ -94,6 +98,9 @@ class ProtocolCosts:
     per_call: float = 0.0                        # NCCL figures charged once per call
     own_latency: tuple[str, ...] = ()           # classes whose messages pay the links' own
     send_buffer: float = 0.0    # payload bytes of a connection's slots (NCCL's buffer size)
+    slice_bytes: float = 0.0    # payload bytes the proxy forwards whole, per channel
+    write_seconds: float = 0.0  # seconds per byte of a channel's write of a network slice
+    read_seconds: float = 0.0   # seconds per byte of a channel's read of a network slice
 
     @property
     def launch(self) -> float:
@@ -125,7 +132,7 @@ class ProtocolCosts:
                       for c, s in zip(LINK_CLASSES, self.step_latency, strict=True))
         return (self.family, self.protocol, steps, tuple(sorted(self.efficiency.items())),
                 self.wire_ratio, self.channel_cap, self.gpu_cap, self.nodes, self.own_latency,
-                self.send_buffer)
+                self.send_buffer, self.slice_bytes, self.write_seconds, self.read_seconds)
 
 
 def nccl_figures(topology: Topology) -> NcclFigures | None:
@@ -223,12 +230,35 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
     else:
         per_call = sum(figure(c) for c in PER_CALL.get(family, ()))
         own = PER_CALL.get(family, ())
+    buffer = buffer_payload(protocol, figures.environment.get("NCCL_BUFFSIZE"))
     return ProtocolCosts(
         family, protocol, figures.launch,
         overridden("base", C.BASE_LATENCY_US[family][p] * US),
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
-        channel_cap, gpu_cap, nodes, per_call, own,
-        buffer_payload(protocol, figures.environment.get("NCCL_BUFFSIZE")))
+        channel_cap, gpu_cap, nodes, per_call, own, buffer,
+        *slice_staging(protocol, row, buffer))
+
+
+def slice_staging(protocol: str, row: int, buffer: float) -> tuple[float, float, float]:
+    """(slice payload bytes, seconds per byte of a channel's write of it, of its read) that
+    a message crossing the network waits for (:mod:`collsim.engine.staging`,
+    docs/nccl.md#algorithms-staging), for a connection of ``buffer`` payload bytes on the
+    cap tables' architecture ``row``.
+
+    NCCL's proxy posts a slice to the NIC once the GPU has written all of it, and with
+    Simple the receiving GPU reads a slice once all of it has arrived (``sendProxyProgress``,
+    ``recvProxyProgress`` in src/transport/net.cc); LL and LL128 receivers read each line as
+    its flag lands. Simple: a slice of ``SLICE_STEPS`` steps, written and read at NCCL's
+    per-channel figure for Simple (``perChMaxTreeBw``, its one-node column); LL128: one step,
+    written at ``perChMaxRingLL128Bw``. LL (32 KiB steps) is not charged: NCCL has no
+    per-channel figure for it (``llMaxBw`` is a GPU's total)."""
+    step = buffer / C.NCCL_STEPS
+    if protocol == "Simple":
+        per_byte = 1 / (C.PER_CHANNEL_MAX_TREE_BW[row][0] * GB)
+        return step * C.SLICE_STEPS, per_byte, per_byte
+    if protocol == "LL128":
+        return step, 1 / (C.PER_CHANNEL_MAX_RING_LL128_BW[row][0] * GB), 0.0
+    return 0.0, 0.0, 0.0
 
 
 def buffer_payload(protocol: str, simple_buffer: int | None = None) -> float:

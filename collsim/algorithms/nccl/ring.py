@@ -104,8 +104,10 @@ def _allreduce_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels:
                 inner, piece = block(length, p, b)
                 return start + inner, piece
         tags = _loop_tags(lane_tags(lanes, lane), loop, loops)
-        yield from ring_reducescatter_steps(rank, job, tags.phase(0), ring, blocks, lane)
-        yield from ring_allgather_steps(rank, job, tags.phase(1), ring, blocks, lane)
+        yield from ring_reducescatter_steps(rank, job, tags.phase(0), ring, blocks, lane,
+                                            closes=False)
+        yield from ring_allgather_steps(rank, job, tags.phase(1), ring, blocks, lane,
+                                        opens=False)
 
 
 def _one_lane(job: Job) -> tuple[tuple[int, ...], int, Lanes] | None:
@@ -335,7 +337,7 @@ def _pipeline_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: 
     regions = [chunk_region(offset, count, chunks, i) for i in range(chunks)]
     pos, tags, node = order.index(rank), lane_tags(lanes, lane), job.node_of(rank)
     receive = [(order[pos - 1], tags, to_root)] if pos > 0 else []
-    send = [(order[pos + 1], tags)] if pos + 1 < len(order) else []
+    send = [(order[pos + 1], tags, pos + 2 < len(order))] if pos + 1 < len(order) else []
     yield from relay_steps(regions, receive, send, lane, window,
                            units=int(job.params.get("units", 1)),
                            whole=lambda peer: job.node_of(peer) != node)

@@ -104,7 +104,9 @@ def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane:
                 window: int = 1, chunks: range | None = None, units: int = 1,
                 whole: Callable[[int], bool] | None = None) -> Program:
     """Step i receives chunk i from each of ``receive`` ((peer, tags, combine)) while it
-    sends chunk i-1 to each of ``send`` ((peer, tags)); empty steps are skipped. ``chunks``
+    sends chunk i-1 to each of ``send`` ((peer, tags), or (peer, tags, whether the peer
+    passes the chunk on) for the sends' ``forwarding`` flag); empty steps are skipped. A
+    relay that receives passes its chunks on (its sends are ``forwarded``). ``chunks``
     names the chunks this relay carries (default: all of ``regions``), for a pipeline whose
     chunks are dealt between several trees.
 
@@ -129,10 +131,20 @@ def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane:
                     for slot in range(min(window, len(mine)))])
 
 
+def _fused(receive: list, send: list) -> tuple[bool, list[tuple]]:
+    """Whether a relay's sends pass on what it receives (NCCL's fused receive-and-send: no
+    copy of their own across the network, :mod:`collsim.engine.staging`), and its sends as
+    (peer, tags, whether that peer passes the chunk on: a third element of ``send``'s
+    entries, False when absent)."""
+    return bool(receive), [(entry[0], entry[1], bool(entry[2]) if len(entry) > 2 else False)
+                           for entry in send]
+
+
 def _relay(chunks: range, regions: list[tuple[int, int]], receive: list, send: list,
            lane: int) -> Program:
     """:func:`relay_steps` over the chunks numbered ``chunks``, one after another."""
     order = list(chunks)
+    fused, targets = _fused(receive, send)
     for j in range(len(order) + 1):
         ops: list[Op] = []
         if j < len(order):
@@ -141,7 +153,8 @@ def _relay(chunks: range, regions: list[tuple[int, int]], receive: list, send: l
                     for peer, tags, combine in receive]
         if j >= 1:
             i = order[j - 1]
-            ops += [Send(peer, tags[i], *regions[i], lane=lane) for peer, tags in send]
+            ops += [Send(peer, tags[i], *regions[i], lane=lane, forwarded=fused,
+                         forwarding=passes_on) for peer, tags, passes_on in targets]
         if ops:
             yield tuple(ops)
 
@@ -151,7 +164,8 @@ def _relay_units(chunks: range, regions: list[tuple[int, int]], receive: list, s
     """Relay ``chunks`` in ordered messages: unit u of chunk i is tag index ``i·units + u``,
     a whole chunk has its first unit's; the pieces (units, or chunks where a hop is whole)
     are dealt to ``window`` slots, each relaying its pieces in turn."""
-    peers = [peer for peer, *_ in receive] + [peer for peer, _ in send]
+    peers = [peer for peer, *_ in receive] + [peer for peer, *_ in send]
+    fused, targets = _fused(receive, send)
     coarse = any(whole(peer) for peer in peers)
     parts = {i: [chunk_region(*regions[i], units, u) for u in range(units)] for i in chunks}
     pieces = [(i, None) for i in chunks] if coarse else \
@@ -174,8 +188,10 @@ def _relay_units(chunks: range, regions: list[tuple[int, int]], receive: list, s
                         for peer, tags, combine in receive
                         for t, offset, count in messages(mine[j], peer)]
             if j >= 1:
-                ops += [Send(peer, tags[t], offset, count, lane=lane, ordered=True)
-                        for peer, tags in send for t, offset, count in messages(mine[j - 1], peer)]
+                ops += [Send(peer, tags[t], offset, count, lane=lane, ordered=True,
+                         forwarded=fused, forwarding=passes_on)
+                    for peer, tags, passes_on in targets
+                    for t, offset, count in messages(mine[j - 1], peer)]
             if ops:
                 yield tuple(ops)
 

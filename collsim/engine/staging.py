@@ -1,0 +1,94 @@
+"""The GPU's copies of a slice on a network hop: what a message that crosses the network
+waits for beyond its bytes and its latency.
+
+NCCL's network transport is store and forward by slices: the proxy posts a slice to the NIC
+only once the GPU has written all of it into the connection's buffer, and (with the Simple
+protocol) the receiving GPU reads a slice only once all of it has arrived
+(docs/nccl.md#algorithms-staging). A cost model says how long that takes with three
+optional fields: ``slice_bytes``, the payload bytes of the unit the proxy forwards whole (per
+channel), and ``write_seconds`` and ``read_seconds``, the seconds per payload byte of one
+channel's write of a slice into the connection's buffer and of its read out of it (0: the
+protocol does not wait for it). A message of ``size`` bytes on a lane of ``weight`` channels
+whose route crosses a network link is delivered ``min(size / weight, slice_bytes)`` times
+the seconds of the copies it waits for later: one delay per message, its bytes still leaving
+at the rate the fabric grants. A send that passes on, in the same pass, what its rank's
+previous receive brought (:attr:`~collsim.program.Send.forwarded`: NCCL's fused
+receive-and-send steps) waits for no write, the previous slices' arrival pacing it; one whose
+receiver passes it on so (:attr:`~collsim.program.Send.forwarding`) waits for no read. A
+model without the fields charges nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from collsim.engine.costs import CostModel
+from collsim.hardware.machine import CLASS_OF_KIND
+from collsim.hardware.topology import Link, Topology
+from collsim.program import Send
+
+Route = tuple[tuple, float, float]  # (channels, latency, bottleneck), as Fabric.route
+
+
+def crosses_network(links: Sequence[Link]) -> bool:
+    """Whether a route of ``links`` crosses a network link (a NIC, a fabric, a torus)."""
+    return any(CLASS_OF_KIND.get(link.kind) == "network" for link in links)
+
+
+class Staging:
+    """The slice delay of one cost model on one topology (module docstring), with each
+    GPU pair's answer to whether its route crosses the network kept."""
+
+    __slots__ = ("slice_bytes", "write_seconds", "read_seconds", "topology", "_crosses")
+
+    def __init__(self, slice_bytes: float, write_seconds: float, read_seconds: float,
+                 topology: Topology) -> None:
+        self.slice_bytes = slice_bytes
+        self.write_seconds = write_seconds
+        self.read_seconds = read_seconds
+        self.topology = topology
+        self._crosses: dict[tuple[int, int], bool] = {}
+
+    @classmethod
+    def of(cls, model: CostModel, topology: Topology) -> Staging | None:
+        """The model's staging on ``topology``, or None when it charges none."""
+        slice_bytes = float(getattr(model, "slice_bytes", 0.0) or 0.0)
+        write = float(getattr(model, "write_seconds", 0.0) or 0.0)
+        read = float(getattr(model, "read_seconds", 0.0) or 0.0)
+        if slice_bytes <= 0 or write + read <= 0:
+            return None
+        return cls(slice_bytes, write, read, topology)
+
+    def crosses(self, src: int, dst: int) -> bool:
+        """Whether the route from endpoint ``src`` to ``dst`` crosses the network."""
+        key = (src, dst)
+        answer = self._crosses.get(key)
+        if answer is None:
+            links = self.topology.links
+            answer = self._crosses[key] = crosses_network(
+                [links[i] for i in self.topology.route(src, dst)])
+        return answer
+
+    def seconds(self, forwarded: bool, forwarding: bool) -> float:
+        """Seconds per payload byte of the copies a message waits for: its first slice's
+        write unless its send is ``forwarded``, its last slice's read unless its receiver
+        is ``forwarding`` it."""
+        return (0.0 if forwarded else self.write_seconds) + \
+            (0.0 if forwarding else self.read_seconds)
+
+    def delay(self, size: float, weight: float, seconds: float) -> float:
+        """Seconds a message of ``size`` payload bytes on a lane of ``weight`` channels waits
+        for copies of ``seconds`` a byte of one slice (per channel)."""
+        return min(size / weight, self.slice_bytes) * seconds
+
+    def route(self, src: int, dst: int, size: float, weight: float, send: Send,
+              route: Route) -> Route:
+        """``route`` with its latency lengthened by the slice delay of ``send`` when it
+        crosses the network and moves bytes; else ``route`` itself."""
+        if size <= 0 or not self.crosses(src, dst):
+            return route
+        seconds = self.seconds(send.forwarded, send.forwarding)
+        if seconds <= 0:
+            return route
+        channels, latency, bottleneck = route
+        return channels, latency + self.delay(size, weight, seconds), bottleneck

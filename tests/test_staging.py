@@ -1,0 +1,134 @@
+"""The GPU's copies of a slice on a network hop (collsim.engine.staging): a message that
+crosses the network waits for its first slice's write into the connection's buffer and its
+last slice's read out of it, at NCCL's per-channel figure, unless the ring's step passes the
+data on in the same pass. Checked by hand on a ring of two nodes of one GPU, against the
+same calls without the copies, on one node (nothing moves) and between the engine's paths."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from collsim.engine.staging import Staging
+from collsim.engine.timing import TimingEngine
+from collsim.hardware.loader import load_topology
+from collsim.hardware.shipped import find_topology
+from collsim.nccl import constants as C
+from collsim.nccl.protocols import cost_model, slice_staging
+from collsim.simulate import get_algorithm, make_job, simulate
+
+MIB = 2**20
+
+
+def _cluster():
+    return load_topology(find_topology("a100-cluster"), {"nodes": 2})
+
+
+def _time(topology, collective: str, size: int, gpus: list[int], staged: bool,
+          protocol: str = "Simple") -> float:
+    """The NCCL ring's time on ``gpus``, 2 channels of 2 MiB chunks (Simple's), with or
+    without the slice copies."""
+    costs = cost_model(topology, "ring", protocol, gpus)
+    if not staged:
+        costs = dataclasses.replace(costs, write_seconds=0.0, read_seconds=0.0)
+    params = {"placement": gpus, "protocol": protocol, "channels": 2, "chunk_size": 2 * MIB}
+    return simulate(topology, collective, "ring", len(gpus), size, params, costs).time_s
+
+
+def test_simple_figures_are_nccls_slice_and_its_one_node_simple_channel_figure():
+    """Simple: 2 steps of the 4 MiB buffer (1 MiB), written and read at perChMaxTreeBw's
+    one-node column (A100: 24 GB/s); LL128: one step, written at its per-channel cap, read
+    as its lines land; LL: nothing."""
+    assert slice_staging("Simple", C.arch_row(80), 4 * MIB) == (MIB, 1 / 24e9, 1 / 24e9)
+    step = 4 * MIB / 2 / C.NCCL_STEPS  # a 2 MiB buffer's step (NCCL_BUFFSIZE set)
+    assert slice_staging("Simple", C.arch_row(90), 2 * MIB)[0] == 2 * step
+    assert slice_staging("LL128", C.arch_row(90), 4.5e6) == (4.5e6 / 8, 1 / 36.7e9, 0.0)
+    assert slice_staging("LL", C.arch_row(90), 262144) == (0.0, 0.0, 0.0)
+
+
+def test_two_ranks_allgather_pays_a_slice_written_and_a_slice_read_every_loop():
+    """Two nodes of one GPU, allgather of 64 MiB on 2 channels: a loop is 2 channels x 2
+    ranks x 2 MiB, so 8 loops of one network step each; every step's message is written
+    from the user's buffer and read into it, so each loop waits 2 x 1 MiB / 24 GB/s more."""
+    topology = _cluster()
+    gpus = [0, topology.gpus_per_node]
+    staged = _time(topology, "allgather", 64 * MIB, gpus, True)
+    plain = _time(topology, "allgather", 64 * MIB, gpus, False)
+    assert staged - plain == pytest.approx(8 * 2 * MIB / 24e9, rel=1e-9)
+
+
+def test_two_ranks_allreduce_passes_the_middle_step_on_without_a_copy_of_its_own():
+    """Allreduce: a loop is a send, a fused receive-reduce-send and a receive, so its two
+    network messages wait for one write (the first) and one read (the second): 2 copies a
+    loop, not 4. 32 MiB on 2 channels and 2 ranks: 4 loops."""
+    topology = _cluster()
+    gpus = [0, topology.gpus_per_node]
+    staged = _time(topology, "allreduce", 32 * MIB, gpus, True)
+    plain = _time(topology, "allreduce", 32 * MIB, gpus, False)
+    assert staged - plain == pytest.approx(4 * 2 * MIB / 24e9, rel=1e-9)
+
+
+def test_one_node_moves_nothing():
+    """No route of one node crosses the network: the copies cost nothing there."""
+    topology = _cluster()
+    gpus = list(range(topology.gpus_per_node))
+    assert _time(topology, "allreduce", 64 * MIB, gpus, True) == \
+        _time(topology, "allreduce", 64 * MIB, gpus, False)
+
+
+def test_only_routes_across_the_network_are_staged():
+    topology = _cluster()
+    staging = Staging.of(cost_model(topology, "ring", "Simple"), topology)
+    assert staging is not None
+    assert not staging.crosses(0, 1)
+    assert staging.crosses(0, topology.gpus_per_node)
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter"])
+def test_lockstep_path_gives_the_events_times_to_the_bit(collective):
+    """Two nodes of one GPU, LL128 and Simple: the whole-step path charges the same delays
+    as the event engine."""
+    topology = _cluster()
+    gpus = [0, topology.gpus_per_node]
+    algorithm = get_algorithm(collective, "ring")
+    for protocol in ("Simple", "LL128"):
+        costs = cost_model(topology, "ring", protocol, gpus)
+        params = {"placement": gpus, "protocol": protocol, "channels": 2,
+                  "chunk_size": 2 * MIB if protocol == "Simple" else 576000}
+        job, placed = make_job(topology, algorithm, 2, 24 * MIB, params)
+        runs = [TimingEngine(topology, placed, job, algorithm.program, costs,
+                             steps=algorithm.lockstep, lockstep=flag).run()
+                for flag in (True, False)]
+        assert runs[0].path == "lockstep" and runs[1].path != "lockstep"
+        assert runs[0].time == runs[1].time
+
+
+def test_a_broadcast_pipeline_pays_its_copies_once_in_the_fill():
+    """Two nodes of one GPU, a 32 MiB broadcast in 512 KiB chunks (Simple's step) on 2
+    channels: the root writes every chunk and the other rank reads it, but chunk after chunk
+    moves while the previous one is copied, so the call waits for one chunk's write and read
+    (2 x 512 KiB / 24 GB/s), not one per chunk."""
+    topology = _cluster()
+    gpus = [0, topology.gpus_per_node]
+    times = []
+    for staged in (True, False):
+        costs = cost_model(topology, "ring", "Simple", gpus)
+        if not staged:
+            costs = dataclasses.replace(costs, write_seconds=0.0, read_seconds=0.0)
+        params = {"placement": gpus, "protocol": "Simple", "channels": 2, "root": 0,
+                  "chunk_size": 512 * 1024}
+        times.append(simulate(topology, "broadcast", "ring", 2, 32 * MIB, params, costs).time_s)
+    assert times[0] - times[1] == pytest.approx(2 * 512 * 1024 / 24e9, rel=1e-6)
+
+
+def test_a_longer_ring_pays_the_copies_once_a_loop_not_once_a_step():
+    """Four nodes of one GPU, allgather of 64 MiB on 2 channels: 4 loops of 3 network steps
+    each; the steps between a loop's ends pass the data on in the same pass, so each loop
+    waits for one write and one read, as on two ranks."""
+    topology = load_topology(find_topology("a100-cluster"), {"nodes": 4})
+    per_node = topology.gpus_per_node
+    gpus = [node * per_node for node in range(4)]
+    staged = _time(topology, "allgather", 64 * MIB, gpus, True)
+    plain = _time(topology, "allgather", 64 * MIB, gpus, False)
+    assert staged - plain == pytest.approx(4 * 2 * MIB / 24e9, rel=1e-9)
