@@ -225,8 +225,9 @@ def test_each_from_p2p_pair_fits_a_p2p_run_across_nodes_and_predicts_its_machine
 def test_a_pairs_calibrated_error_is_the_target_simulated_on_the_fitted_figures():
     """pair_errors predicts the target run on the figures fitted on the other run of the pair
     (read from the cache, so nothing is fitted here): halving the network's reach takes the
-    busbw of a 1 GiB ring across two nodes to about half the preset's (a little more: the
-    per-step latencies stay), and the line says which run it fitted."""
+    busbw of a 1 GiB ring across two nodes toward half the preset's (not all the way: the
+    per-step latencies and the GPU's copies of each network slice stay), and the line says
+    which run it fitted."""
     fidelity, _ = _fidelity_and_runs()
     runs, _ = fidelity.load_runs()
     by_id = {r.run_id: r for r in runs}
@@ -239,7 +240,7 @@ def test_a_pairs_calibrated_error_is_the_target_simulated_on_the_fitted_figures(
     assert line.startswith(f"{p2p} -> {target} (a100-cluster): preset ")
     error = float(line.split("calibrated on the p2p run")[1].split()[1].rstrip("%")) / 100
     ratio = measured * (1 - error) / preset   # halved, below the measured busbw
-    assert 0.5 <= ratio <= 0.55               # unmoved (the preset's +40%) would be 0.43
+    assert 0.5 <= ratio <= 0.65               # the wire time doubles, the copies stay
 
 
 @pytest.mark.parametrize("name, taken_from", [
