@@ -264,17 +264,23 @@ def case_of(spec: RunSpec, rows: list[dict], algorithm: str = "auto") -> Case:
 
 
 SIMULATED: dict = {}  # the cache's "sim" part: busbw by (run, size, pick) as shipped
+PREDICTED: dict = {}  # its "pred" part: busbw by (fit, run, size, pick) on fitted figures
 
 
-def busbw(case: Case, index: int, topology=None) -> float:  # noqa: ANN001
+def busbw(case: Case, index: int, topology=None, fit: str = "") -> float:  # noqa: ANN001
+    """Simulated busbw of the case's ``index``-th size: on the preset, or on ``topology``
+    (the preset under the figures of the cached fit ``fit``, which names it in the cache)."""
     chosen = case.picks[index]
     key = f"{case.label}/{case.sizes[index]}/{chosen.algorithm}/{chosen.protocol}"
-    if topology is None and key in SIMULATED:
-        return SIMULATED[key]
+    store = SIMULATED if topology is None else PREDICTED if fit else None
+    if store is not None:
+        key = f"{fit}|{key}" if fit else key
+        if key in store:
+            return store[key]
     value = simulate_pick(topology or case.topology, case.collective, case.sizes[index],
                           case.gpus, chosen).busbw_GBps
-    if topology is None:
-        SIMULATED[key] = value
+    if store is not None:
+        store[key] = value
     return value
 
 
@@ -310,7 +316,7 @@ def loo(spec: RunSpec, cache: dict) -> dict[int, tuple[float, dict]]:
         case = repicked(case_of(spec, held, spec.algorithm), factors.get("pick_scale", 1.0))
         topology = with_figures(case.topology, calibrated_figures(case.topology.machine, factors))
         for i, size in enumerate(case.sizes):
-            out[size] = busbw(case, i, topology), factors
+            out[size] = busbw(case, i, topology, key), factors
     return out
 
 
@@ -326,17 +332,29 @@ def scale_fit(fit_on: RunSpec, target: RunSpec, cache: dict) -> str:
 
 def fit_shard(shard: int, shards: int, runs: list[RunSpec], max_ranks: int,
               cache: dict) -> None:
-    """Every ``shards``-th fit from the ``shard``-th (leave-one-out halves, then scale-up
-    pairs), into ``cache``: shards run side by side, one a core, and the table's run reads
-    them all."""
+    """Every ``shards``-th piece of work from the ``shard``-th (leave-one-out halves, scale-up
+    and p2p pairs, each fitted and predicted, then each run simulated on its preset), into
+    ``cache``: shards run side by side, one a core, and the table's run reads them all."""
     by_id = {r.run_id: r for r in runs}
-    work = [(loo, (spec,)) for spec in runs if spec.nodes * spec.per_node <= max_ranks]
-    work += [(scale_fit, (by_id[small], by_id[large])) for small, large in (*SCALE_UP, *FROM_P2P)
-             if small in by_id and large in by_id]
-    for index, (fit, args) in enumerate(work):
+    work = [(loo, (spec, cache)) for spec in runs if spec.nodes * spec.per_node <= max_ranks]
+    work += [(pair_errors, (runs, cache, ((small, large),)))
+             for small, large in (*SCALE_UP, *FROM_P2P) if small in by_id and large in by_id]
+    work += [(simulate_run, (spec,)) for spec in runs]
+    for index, (step, args) in enumerate(work):
         if index % shards == shard:
-            fit(*args, cache)
-            print(f"shard {shard}/{shards}: {index + 1} of {len(work)} fits", file=sys.stderr)
+            step(*args)
+            print(f"shard {shard}/{shards}: {index + 1} of {len(work)} pieces", file=sys.stderr)
+
+
+def simulate_run(spec: RunSpec) -> None:
+    """The run's sizes >= MIN_SIZE simulated as shipped, auto and forced, into SIMULATED."""
+    cases = [case_of(spec, spec.rows)]
+    if spec.algorithm != "auto":
+        cases.append(case_of(spec, spec.rows, spec.algorithm))
+    for case in cases:
+        for i, size in enumerate(case.sizes):
+            if size >= MIN_SIZE:
+                busbw(case, i)
 
 
 def stats(errors: list[float]) -> str:
@@ -370,8 +388,10 @@ def main() -> int:
         shard_cache = json.loads(part.read_text())
         if shard_cache.get("_stamp") == stamp:
             cache["sim"].update(shard_cache.pop("sim", {}))
+            cache.setdefault("pred", {}).update(shard_cache.pop("pred", {}))
             cache.update(shard_cache)
     SIMULATED.update(cache["sim"])
+    PREDICTED.update(cache.get("pred", {}))
     runs, skipped = load_runs()
     if args.runs:
         runs = [r for r in runs if any(part in r.run_id for part in args.runs)]
@@ -383,7 +403,7 @@ def main() -> int:
         path = CACHE.parent / f"fidelity-shard{shard}.json"
         mine = {"_stamp": stamp, "sim": {}}
         fit_shard(shard, shards, runs, args.max_ranks, mine)
-        mine["sim"] = SIMULATED
+        mine["sim"], mine["pred"] = SIMULATED, PREDICTED
         CACHE.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(mine, indent=1, sort_keys=True))
         print(f"{time.time() - started:.1f} s", file=sys.stderr)
@@ -420,7 +440,7 @@ def main() -> int:
                       "nccl_model_busbw": (size / chosen.model_time / 1e9 * factor
                                            if chosen.model_time else None)}
             table.append(record)
-        cache["sim"] = SIMULATED
+        cache["sim"], cache["pred"] = SIMULATED, PREDICTED
         CACHE.parent.mkdir(exist_ok=True)
         CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True))
         print(f"{spec.run_id:<34} {spec.preset:<20} {time.time() - started:6.1f} s",
@@ -468,7 +488,7 @@ def pair_errors(runs: list[RunSpec], cache: dict, pairs: tuple[tuple[str, str], 
         for i, row in enumerate(held):
             measured = int(row["bytes"]) / row["time_s"] / 1e9 * factor
             errors["preset"].append(busbw(case, i) / measured - 1)
-            errors["calibrated"].append(busbw(moved, i, calibrated) / measured - 1)
+            errors["calibrated"].append(busbw(moved, i, calibrated, key) / measured - 1)
         lines.append(f"{small} -> {large} ({preset.stem}): preset {stats(errors['preset'])}, "
                      f"calibrated on {fitted} {stats(errors['calibrated'])}")
     return lines
