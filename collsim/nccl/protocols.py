@@ -249,8 +249,9 @@ def slice_staging(protocol: str, row: int, buffer: float) -> tuple[float, float,
     Simple the receiving GPU reads a slice once all of it has arrived (``sendProxyProgress``,
     ``recvProxyProgress`` in src/transport/net.cc); LL and LL128 receivers read each line as
     its flag lands. Simple: a slice of ``SLICE_STEPS`` steps, written and read at NCCL's
-    per-channel figure for Simple (``perChMaxTreeBw``, its one-node column); LL128: one step,
-    written at ``perChMaxRingLL128Bw``. LL (32 KiB steps) is not charged: NCCL has no
+    per-channel figure for Simple (``perChMaxTreeBw``, its one-node column: as a copy rate
+    an assumption, NCCL uses it as a tree channel's cap); LL128: one step, written at
+    ``perChMaxRingLL128Bw``. LL (32 KiB steps) is not charged: NCCL has no
     per-channel figure for it (``llMaxBw`` is a GPU's total)."""
     step = buffer / C.NCCL_STEPS
     if protocol == "Simple":
