@@ -1,18 +1,21 @@
 """How long ``collsim calibrate`` takes: the README's walkthrough log (one Voltage Park node of
 8 H100s, 31 sizes) and the 4-node run of the same machine, each fitted on ``h100-cluster``
-as the CLI fits it (the ``pick_scale`` search included), with the CPU and wall seconds, the
-simulations run, the fits tried and the fitted error.
+as the CLI fits it (the ``pick_scale`` search included), with the wall seconds, the worker
+processes (``COLLSIM_JOBS``; the CPU seconds of the fit's own process are its whole CPU only
+with one), the simulations run, the fits tried and the fitted error.
 
     python benchmarks/calibration.py [--logs validation/logs/vp-h100-1n-ar.txt ...]
-        [--fixed-picks]
+        [--fixed-picks] [--jobs N]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
+from collsim.calibrate import workers
 from collsim.calibrate.cases import case_from_run
 from collsim.calibrate.fit import PICK_SCALES, FitProgress, calibrate
 from collsim.hardware.shipped import find_topology
@@ -28,10 +31,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", nargs="+", type=Path, default=LOGS)
     parser.add_argument("--fixed-picks", action="store_true", help="skip the pick_scale search")
+    parser.add_argument("--jobs", type=int, help="worker processes (default: COLLSIM_JOBS, "
+                        "else the cores this process may use)")
     args = parser.parse_args()
+    if args.jobs:
+        os.environ["COLLSIM_JOBS"] = str(args.jobs)
+    jobs = workers.jobs()
     preset = find_topology("h100-cluster")
-    print(f"{'log':<24} {'GPUs':>5} {'sizes':>5} {'fits':>4} {'simulations':>11} {'cpu s':>7} "
-          f"{'wall s':>7}  median error before -> after, pick_scale")
+    print(f"{'log':<24} {'GPUs':>5} {'sizes':>5} {'fits':>4} {'simulations':>11} {'jobs':>4} "
+          f"{'cpu s':>7} {'wall s':>7}  median error before -> after, pick_scale")
     for log in args.logs:
         cases = [case_from_run(run, preset) for run in read_logs(log)]
         progress = FitProgress()
@@ -46,7 +54,7 @@ def main() -> int:
         pick = next(f for f in result.figures if f.name == "pick_scale")
         print(f"{log.name:<24} {sum(c.ranks for c in cases):>5} "
               f"{sum(len(c.sizes) for c in cases):>5} {progress.fit:>4} "
-              f"{progress.simulations:>11,} {cpu:>7.1f} {wall:>7.1f}  {errors}, "
+              f"{progress.simulations:>11,} {jobs:>4} {cpu:>7.1f} {wall:>7.1f}  {errors}, "
               f"{pick.value:g}", flush=True)
     return 0
 

@@ -13,6 +13,7 @@ Undetermined figures keep the preset's value. The read is repeated where the fit
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ import numpy as np
 
 from collsim.calibrate.cases import Case, repicked
 from collsim.calibrate.figures import FIGURES, _launch, apply, calibrated, resolved
-from collsim.calibrate.predict import Pick, pick_costs, simulate_pick, with_figures
+from collsim.calibrate.predict import Pick, pick_costs, with_figures
+from collsim.calibrate.workers import simulate_times
 from collsim.errors import InputError
 from collsim.hardware.machine import NcclFigures
 from collsim.hardware.nccl_names import PROTOCOLS
@@ -43,6 +45,7 @@ SMALLEST_MOVE = 1e-4  # in u: a step moving no figure further has converged (or 
 CONVERGED = 1e-5  # a step lowering the cost by less than this share ends the fit
 DAMPINGS = 6  # damped steps tried before the Jacobian is computed afresh
 CONTINUOUS = tuple(f.name for f in FIGURES if f.kind != "pick")
+_UNKEYED = itertools.count()  # keys of points whose cost model does not say what it depends on
 # What the calls of NCCL's p2p path (collsim's nccl_p2p, under Simple's costs) exercise, by
 # (collective, across nodes): see ``exercised``.
 _P2P_NETWORK = ("launch", "latency.network", "reachable.network")
@@ -135,30 +138,36 @@ class Model:
         launch = factors.pop("launch", 1.0)
         key = tuple(sorted((n, round(float(f), 12)) for n, f in factors.items() if f != 1.0))
         if key not in self.cache:
-            out = []
+            points = []
             for index, (case, figures) in enumerate(zip(self.cases, self.figures, strict=True)):
                 topology = with_figures(case.topology, apply(figures, factors))
-                out += [self._point(index, topology, case, size, p)
-                        for size, p in zip(case.sizes, case.picks, strict=True)]
-            self.cache[key] = np.array(out)
+                points += [self._point(index, topology, case, size, p)
+                           for size, p in zip(case.sizes, case.picks, strict=True)]
+            self._simulate([p for p in points if p[1] not in self.points])
+            self.cache[key] = np.array([self.points[k] + launch for _, k, launch in points])
         extra = [(launch - 1.0) * launch_of(c) for c in self.cases for _ in c.sizes]
         return self.cache[key] + np.array(extra)
 
     def _point(self, index: int, topology: Topology, case: Case, size: int,
-               chosen: Pick) -> float:
-        """One point's simulated time, simulated only if no point of the same pick ran
-        under the same cost model after the launch."""
+               chosen: Pick) -> tuple[tuple, tuple, float]:
+        """One point: its simulation's arguments, the key of its time after the launch (the
+        same for every point of the same pick under the same cost model after the launch),
+        and its launch cost."""
         costs = pick_costs(topology, case.collective, size, case.gpus, chosen)
         after = getattr(costs, "after_launch", None)
-        key = None if after is None else (index, size, chosen.algorithm, chosen.protocol,
-                                          chosen.channels, after())
-        if key is None or key not in self.points:
-            time = simulate_pick(topology, case.collective, size, case.gpus, chosen).time_s
-            self.progress.simulations += 1
-            if key is None:  # a cost model that does not say what it depends on
-                return time
-            self.points[key] = time - costs.launch
-        return self.points[key] + costs.launch
+        task = (topology, case.collective, size, case.gpus, chosen)
+        key = (index, size, chosen.algorithm, chosen.protocol, chosen.channels,
+               after() if after is not None else ("unkeyed", next(_UNKEYED)))
+        return task, key, costs.launch
+
+    def _simulate(self, points: Sequence[tuple[tuple, tuple, float]]) -> None:
+        """Simulate the points not yet known, each key once, side by side where the machine
+        has the cores (:mod:`collsim.calibrate.workers`)."""
+        todo = list({key: (task, launch) for task, key, launch in points}.items())
+        times = simulate_times([task for _, (task, _) in todo])
+        self.progress.simulations += len(todo)
+        for (key, (_, launch)), time in zip(todo, times, strict=True):
+            self.points[key] = time - launch
 
     def residuals(self, u: np.ndarray) -> np.ndarray:
         times = self.times(u)

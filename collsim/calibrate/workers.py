@@ -1,0 +1,78 @@
+"""Simulations of a fit side by side: the points one evaluation of the model needs are
+independent, so on a machine of several cores they run in worker processes, one a core.
+Each point is the same deterministic simulation wherever it runs, so the times, the fit and
+the written file are those of a run on one core (``tests/test_calibrate_workers.py``).
+
+Workers start from a clean server process (``forkserver``), not by forking the fit, whose
+progress line runs on a thread; ``COLLSIM_JOBS`` sets how many (default: the cores this
+process may use; 1 runs every point in the fit's own process)."""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+from collsim.calibrate.predict import Pick, simulate_pick
+from collsim.errors import InputError
+from collsim.hardware.topology import Topology
+
+Task = tuple[Topology, str, int, Sequence[int], Pick]  # topology, collective, size, gpus, pick
+MIN_TASKS = 2  # fewer points than this run in the fit's own process
+
+_pool: ProcessPoolExecutor | None = None
+
+
+def jobs() -> int:
+    """Worker processes a fit uses: ``COLLSIM_JOBS``, else the cores this process may use."""
+    text = os.environ.get("COLLSIM_JOBS", "")
+    if text:
+        try:
+            count = int(text)
+        except ValueError:
+            raise InputError(f"COLLSIM_JOBS is {text!r}; expected a whole number of "
+                             f"processes, 1 or more", key="COLLSIM_JOBS") from None
+        if count < 1:
+            raise InputError(f"COLLSIM_JOBS is {count}; expected 1 or more",
+                             key="COLLSIM_JOBS")
+        return count
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)
+
+
+def _time(task: Task) -> float | None:
+    """Seconds of one point, or None when it fails (the fit's process then runs it again
+    and raises the error itself, with its file and key)."""
+    topology, collective, size, gpus, chosen = task
+    try:
+        return simulate_pick(topology, collective, size, gpus, chosen).time_s
+    except Exception:  # noqa: BLE001 (reported where the point is run again)
+        return None
+
+
+def simulate_times(tasks: Sequence[Task]) -> list[float]:
+    """Seconds of every task's point, in order: in worker processes when there are several
+    tasks and several jobs, else here."""
+    count = jobs()
+    if count < 2 or len(tasks) < MIN_TASKS:
+        return [simulate_pick(*task).time_s for task in tasks]
+    # the largest calls first, so that no worker is left with one long point at the end
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][2])
+    times = dict(zip(order, _executor(count).map(_time, [tasks[i] for i in order]),
+                     strict=True))
+    return [times[i] if times[i] is not None else simulate_pick(*tasks[i]).time_s
+            for i in range(len(tasks))]
+
+
+def _executor(count: int) -> ProcessPoolExecutor:
+    global _pool
+    if _pool is None or _pool._max_workers != count:  # noqa: SLF001 (its only record)
+        if _pool is not None:
+            _pool.shutdown()
+        context = multiprocessing.get_context(
+            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+        _pool = ProcessPoolExecutor(count, mp_context=context)
+        atexit.register(_pool.shutdown)
+    return _pool
