@@ -57,7 +57,7 @@ correction by size, the ring plateau x1.4, and the multi-node ring's ``netOverhe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.errors import InputError
@@ -260,6 +260,15 @@ def slice_staging(protocol: str, row: int, buffer: float) -> tuple[float, float,
     if protocol == "LL128":
         return step, 1 / (C.PER_CHANNEL_MAX_RING_LL128_BW[row][0] * GB), 0.0
     return 0.0, 0.0, 0.0
+
+
+def p2p_slices(model: CostModel, chunk: int) -> CostModel:
+    """``model`` for point-to-point sends, which cross the network in NCCL's p2p chunks
+    (``chunk``: ``NCCL_P2P_NET_CHUNKSIZE``, one step each, ``sliceSteps`` 1 outside rings): a
+    message waits for one chunk's copies, not a ring slice's (docs/nccl.md#algorithms-staging)."""
+    if not isinstance(model, ProtocolCosts) or model.slice_bytes <= 0:
+        return model
+    return replace(model, slice_bytes=min(model.slice_bytes, float(chunk)))
 
 
 def buffer_payload(protocol: str, simple_buffer: int | None = None) -> float:
