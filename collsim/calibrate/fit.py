@@ -22,7 +22,7 @@ import numpy as np
 
 from collsim.calibrate.cases import Case, repicked
 from collsim.calibrate.figures import FIGURES, _launch, apply, calibrated, resolved
-from collsim.calibrate.predict import Pick, pick_costs, with_figures
+from collsim.calibrate.predict import Pick, pick_costs, simulate_pick, with_figures
 from collsim.calibrate.workers import simulate_times
 from collsim.errors import InputError
 from collsim.hardware.machine import NcclFigures
@@ -164,7 +164,7 @@ class Model:
         """Simulate the points not yet known, each key once, side by side where the machine
         has the cores (:mod:`collsim.calibrate.workers`)."""
         todo = list({key: (task, launch) for task, key, launch in points}.items())
-        times = simulate_times([task for _, (task, _) in todo])
+        times = simulate_times([task for _, (task, _) in todo], simulate_pick)
         self.progress.simulations += len(todo)
         for (key, (_, launch)), time in zip(todo, times, strict=True):
             self.points[key] = time - launch

@@ -3,19 +3,23 @@ independent, so on a machine of several cores they run in worker processes, one 
 Each point is the same deterministic simulation wherever it runs, so the times, the fit and
 the written file are those of a run on one core (``tests/test_calibrate_workers.py``).
 
-Workers start from a clean server process (``forkserver``), not by forking the fit, whose
-progress line runs on a thread; ``COLLSIM_JOBS`` sets how many (default: the cores this
-process may use; 1 runs every point in the fit's own process)."""
+Workers are forked from the fit (spawned where the system cannot fork), write to nothing
+and die with it; ``COLLSIM_JOBS`` sets how many (default: the cores this process may use; 1
+runs every point in the fit's own process)."""
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import ctypes
 import multiprocessing
 import os
-from collections.abc import Sequence
+import signal
+import sys
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
-from collsim.calibrate.predict import Pick, simulate_pick
+from collsim.calibrate.predict import Pick, Prediction, simulate_pick
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
 
@@ -52,12 +56,14 @@ def _time(task: Task) -> float | None:
         return None
 
 
-def simulate_times(tasks: Sequence[Task]) -> list[float]:
+def simulate_times(tasks: Sequence[Task],
+                   simulate: Callable[..., Prediction] = simulate_pick) -> list[float]:
     """Seconds of every task's point, in order: in worker processes when there are several
-    tasks and several jobs, else here."""
+    tasks and several jobs, else here (always here with a ``simulate`` of the caller's own:
+    the workers run collsim's)."""
     count = jobs()
-    if count < 2 or len(tasks) < MIN_TASKS:
-        return [simulate_pick(*task).time_s for task in tasks]
+    if count < 2 or len(tasks) < MIN_TASKS or simulate is not simulate_pick:
+        return [simulate(*task).time_s for task in tasks]
     # the largest calls first, so that no worker is left with one long point at the end
     order = sorted(range(len(tasks)), key=lambda i: -tasks[i][2])
     times = dict(zip(order, _executor(count).map(_time, [tasks[i] for i in order]),
@@ -72,7 +78,18 @@ def _executor(count: int) -> ProcessPoolExecutor:
         if _pool is not None:
             _pool.shutdown()
         context = multiprocessing.get_context(
-            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
-        _pool = ProcessPoolExecutor(count, mp_context=context)
+            "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        _pool = ProcessPoolExecutor(count, mp_context=context, initializer=_detach)
         atexit.register(_pool.shutdown)
     return _pool
+
+
+def _detach() -> None:
+    """A worker writes nothing to the fit's terminal or pipes, and dies with its parent (on
+    Linux), so that a fit killed mid-way leaves no process holding its output open."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (1, 2):
+        os.dup2(devnull, stream)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
