@@ -284,7 +284,8 @@ def loo(spec: RunSpec, cache: dict) -> dict[int, tuple[float, dict]]:
                                    max_iterations=LARGE_ITERATIONS if large else None,
                                    pick_scales=() if large else PICK_SCALES).factors
         factors = cache[key]
-        case = repicked(case_of(spec, held, spec.algorithm), factors.get("pick_scale", 1.0))
+        case = repicked(case_of(spec, held, spec.algorithm), factors.get("pick_scale", 1.0),
+                        factors.get("tree_rating", 1.0))
         topology = with_figures(case.topology, calibrated_figures(case.topology.machine, factors))
         for i, size in enumerate(case.sizes):
             out[size] = busbw(case, i, topology), factors
@@ -427,7 +428,8 @@ def scale_up(runs: list[RunSpec], cache: dict) -> list[str]:
         key = scale_fit(fit_on, target, cache)
         held = [r for r in target.rows if int(r["bytes"]) >= MIN_SIZE]
         case = case_of(target, held, target.algorithm)
-        moved = repicked(case, cache[key].get("pick_scale", 1.0))
+        moved = repicked(case, cache[key].get("pick_scale", 1.0),
+                         cache[key].get("tree_rating", 1.0))
         calibrated = with_figures(case.topology, calibrated_figures(case.topology.machine,
                                                                     cache[key]))
         factor = COLLECTIVES[target.collective].busbw_factor(target.nodes * target.per_node)

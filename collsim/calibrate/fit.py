@@ -36,6 +36,10 @@ MAX_ITERATIONS = 12
 LOOKS = 2  # reads of which figures are free: at the preset, then where that fit ended
 PICK_SCALES = (0.25, 0.5, 2.0, 4.0)  # sizes in logs step by 2: one or two steps either way
 PICK_GAIN = 0.7  # another switch size must lower the cost by 30% to be taken as measured
+# NCCL's rating of its tree (``tree_rating``), 1/4 .. 4 by steps of 2^(1/32) (2.2%): between
+# ring and tree the switch is where their model times cross, which a few percent moves far.
+TREE_RATINGS = tuple(sorted((2 ** (j / 32) for j in range(-64, 65) if j),
+                            key=lambda r: abs(math.log(r))))
 # Moves of one figure at a time, in u = log(factor), tried when a Gauss-Newton step from a
 # fresh Jacobian fails: the coarse ones first (x1.65, x0.61), the fine ones if none helps.
 COORDINATE_MOVES = ((0.5, -0.5), (0.15, -0.15))
@@ -255,11 +259,13 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
 def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
               max_iterations: int | None = None,
               pick_scales: Sequence[float] = PICK_SCALES,
+              tree_ratings: Sequence[float] = TREE_RATINGS,
               progress: FitProgress | None = None) -> Calibration:
     """Fit the figures ``names`` (default: every continuous one of ``FIGURES``) to ``cases``,
     in at most ``max_iterations`` Levenberg-Marquardt steps (default ``MAX_ITERATIONS``), and
     ``pick_scale`` among ``pick_scales`` (each whose picks lower the cost at the first fit's
-    figures a fit of its own; () leaves it at 1).
+    figures a fit of its own; () leaves it at 1), then ``tree_rating`` among ``tree_ratings``
+    (the best of the picks they make, at the fitted figures, a fit of its own).
     ``progress``, if given, is kept up to date as the fit runs."""
     names = exercised(cases) if names is None else list(names)
     progress = progress or FitProgress()
@@ -289,16 +295,62 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
         why = "no other switch size explains the logs clearly better than the model's"
     else:
         why = "no size of the logs is near a switch of NCCL's choice"
+    rating, rated, rating_why = _tree_rating(cases, names, chosen, best, best_cost,
+                                             tree_ratings, max_iterations, progress, points)
+    if rated is not None:
+        best = rated
     errors = tuple(dataclasses.replace(e, before_median=o.before_median, before_p90=o.before_p90)
                    for e, o in zip(best.errors, original.errors, strict=True))
     sources = {**original.sources, **best.sources}
-    nccl = dataclasses.replace(best.nccl, pick_scale=chosen if chosen != 1.0 else None)
+    nccl = dataclasses.replace(best.nccl, pick_scale=chosen if chosen != 1.0 else None,
+                               tree_rating=rating if rating != 1.0 else None)
     pick = Fitted("pick_scale", 1.0, chosen, chosen, chosen != 1.0, why)
+    tree = Fitted("tree_rating", 1.0, rating, rating, rating != 1.0, rating_why)
     if chosen != 1.0:  # the logs some of whose picks the switch size moved
         sources["pick_scale"] = tuple(case.label for case in cases
                                       if repicked(case, chosen).picks != case.picks)
-    return dataclasses.replace(best, figures=(*best.figures, pick), nccl=nccl, errors=errors,
-                               sources=sources)
+    if rating != 1.0:
+        sources["tree_rating"] = tuple(
+            case.label for case in cases
+            if repicked(case, chosen, rating).picks != repicked(case, chosen).picks)
+    return dataclasses.replace(best, figures=(*best.figures, pick, tree), nccl=nccl,
+                               errors=errors, sources=sources)
+
+
+def _tree_rating(cases: Sequence[Case], names: Sequence[str], scale: float, best: Calibration,
+                 best_cost: float, ratings: Sequence[float], max_iterations: int | None,
+                 progress: FitProgress, points: dict
+                 ) -> tuple[float, Calibration | None, str]:
+    """NCCL's rating of its tree that the logs measure (1 if none), the fit under it (None if
+    none), and why it stays 1. Each distinct set of picks the ``ratings`` make (the rating
+    nearest 1 that makes it) is costed at ``best``'s figures; only the cheapest is fitted, and
+    taken if it lowers the cost as much as another switch size must (``PICK_GAIN``)."""
+    base = [repicked(case, scale) for case in cases]
+    start = {n: math.log(f) for n, f in best.factors.items()}
+    kept = {f.name: f.why for f in best.figures if not f.determined}
+    def shown(moved: Sequence[Case]) -> tuple:  # what runs, apart from NCCL's model times
+        return tuple((p.algorithm, p.protocol, p.channels) for c in moved for p in c.picks)
+
+    seen = {shown(base)}
+    cheapest: tuple[float, float, list[Case]] | None = None
+    for rating in ratings:
+        moved = [repicked(case, scale, rating) for case in cases]
+        key = shown(moved)
+        if key in seen:
+            continue
+        seen.add(key)
+        r = Model(moved, list(start), progress, points).residuals(np.array(list(start.values())))
+        if cheapest is None or float(r @ r) < cheapest[0]:
+            cheapest = (float(r @ r), rating, moved)
+    if cheapest is None:
+        return 1.0, None, "no rating of NCCL's tree changes a pick of the logs"
+    if cheapest[0] >= best_cost:
+        return 1.0, None, "no rating of NCCL's tree explains the logs better than the model's"
+    trial, trial_cost = _fit(cheapest[2], names, max_iterations or MAX_ITERATIONS, progress,
+                             points, start, kept)
+    if trial_cost >= PICK_GAIN * best_cost:
+        return 1.0, None, "no rating of NCCL's tree explains the logs clearly better"
+    return cheapest[1], trial, ""
 
 
 def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
