@@ -323,34 +323,51 @@ def _tree_rating(cases: Sequence[Case], names: Sequence[str], scale: float, best
                  ) -> tuple[float, Calibration | None, str]:
     """NCCL's rating of its tree that the logs measure (1 if none), the fit under it (None if
     none), and why it stays 1. Each distinct set of picks the ``ratings`` make (the rating
-    nearest 1 that makes it) is costed at ``best``'s figures; only the cheapest is fitted, and
-    taken if it lowers the cost as much as another switch size must (``PICK_GAIN``)."""
+    nearest 1 that makes it) is costed at ``best``'s figures and at the preset's: the cheapest
+    at each is fitted (figures fitted to the model's picks can hide a pick's worth, as a network
+    reach raised to carry a ring the machine ran as a tree), and the better fit is taken if it
+    lowers the cost as much as another switch size must (``PICK_GAIN``)."""
     base = [repicked(case, scale) for case in cases]
     start = {n: math.log(f) for n, f in best.factors.items()}
     kept = {f.name: f.why for f in best.figures if not f.determined}
+
     def shown(moved: Sequence[Case]) -> tuple:  # what runs, apart from NCCL's model times
         return tuple((p.algorithm, p.protocol, p.channels) for c in moved for p in c.picks)
 
     seen = {shown(base)}
-    cheapest: tuple[float, float, list[Case]] | None = None
+    # a candidate is fitted only if its picks explain the logs better than the kept picks do,
+    # at the fitted figures or at the preset's
+    at_preset = Model(base, list(start), progress, points).residuals(np.zeros(len(start)))
+    bar = {"fitted": best_cost, "preset": float(at_preset @ at_preset)}
+    cheapest: dict[str, tuple[float, float, list[Case]]] = {}
     for rating in ratings:
         moved = [repicked(case, scale, rating) for case in cases]
         key = shown(moved)
         if key in seen:
             continue
         seen.add(key)
-        r = Model(moved, list(start), progress, points).residuals(np.array(list(start.values())))
-        if cheapest is None or float(r @ r) < cheapest[0]:
-            cheapest = (float(r @ r), rating, moved)
-    if cheapest is None:
+        for where, u in (("fitted", np.array(list(start.values()))),
+                         ("preset", np.zeros(len(start)))):
+            r = Model(moved, list(start), progress, points).residuals(u)
+            if float(r @ r) < min(bar[where], cheapest.get(where, (math.inf,))[0]):
+                cheapest[where] = (float(r @ r), rating, moved)
+    if len(seen) == 1:
         return 1.0, None, "no rating of NCCL's tree changes a pick of the logs"
-    if cheapest[0] >= best_cost:
+    if not cheapest:
         return 1.0, None, "no rating of NCCL's tree explains the logs better than the model's"
-    trial, trial_cost = _fit(cheapest[2], names, max_iterations or MAX_ITERATIONS, progress,
-                             points, start, kept)
-    if trial_cost >= PICK_GAIN * best_cost:
+    chosen: tuple[float, Calibration | None] = (1.0, None)
+    chosen_cost = PICK_GAIN * best_cost
+    for where, (_, rating, moved) in sorted(cheapest.items()):
+        if where == "preset" and rating == cheapest.get("fitted", (0, None))[1]:
+            continue  # the same picks, fitted already
+        trial, trial_cost = _fit(moved, names, max_iterations or MAX_ITERATIONS, progress,
+                                 points, start if where == "fitted" else None,
+                                 kept if where == "fitted" else None)
+        if trial_cost < chosen_cost:
+            chosen, chosen_cost = (rating, trial), trial_cost
+    if chosen[1] is None:
         return 1.0, None, "no rating of NCCL's tree explains the logs clearly better"
-    return cheapest[1], trial, ""
+    return chosen[0], chosen[1], ""
 
 
 def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
