@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from collsim.calibrate.cases import case_from_run
-from collsim.calibrate.fit import PICK_SCALES, FitProgress, calibrate
+from collsim.calibrate.fit import PICK_SCALES, TREE_RATINGS, FitProgress, calibrate
 from collsim.hardware.shipped import find_topology
 from collsim.nccltests import read_logs
 from collsim.watch import FitWatch
@@ -27,7 +27,8 @@ LOGS = [ROOT / "validation" / "logs" / name for name in ("vp-h100-1n-ar.txt",
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", nargs="+", type=Path, default=LOGS)
-    parser.add_argument("--fixed-picks", action="store_true", help="skip the pick_scale search")
+    parser.add_argument("--fixed-picks", action="store_true",
+                        help="skip the pick_scale and tree_rating searches")
     args = parser.parse_args()
     preset = find_topology("h100-cluster")
     print(f"{'log':<24} {'GPUs':>5} {'sizes':>5} {'fits':>4} {'simulations':>11} {'cpu s':>7} "
@@ -39,6 +40,7 @@ def main() -> int:
         with FitWatch(progress) as watch:
             watch.start()
             result = calibrate(cases, pick_scales=() if args.fixed_picks else PICK_SCALES,
+                               tree_ratings=() if args.fixed_picks else TREE_RATINGS,
                                progress=progress)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         errors = ", ".join(f"{100 * e.before_median:.1f}% -> {100 * e.after_median:.1f}%"
