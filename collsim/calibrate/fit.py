@@ -324,9 +324,10 @@ def _tree_rating(cases: Sequence[Case], names: Sequence[str], scale: float, best
     """NCCL's rating of its tree that the logs measure (1 if none), the fit under it (None if
     none), and why it stays 1. Each distinct set of picks the ``ratings`` make (the rating
     nearest 1 that makes it) is costed at ``best``'s figures and at the preset's: the cheapest
-    at each is fitted (figures fitted to the model's picks can hide a pick's worth, as a network
-    reach raised to carry a ring the machine ran as a tree), and the better fit is taken if it
-    lowers the cost as much as another switch size must (``PICK_GAIN``)."""
+    at each, if ``PICK_GAIN`` below the kept picks' cost there, is fitted (figures fitted to the
+    model's picks can hide a pick's worth, as a network reach raised to carry a ring the
+    machine ran as a tree), and the better fit is taken if it lowers the cost as much as
+    another switch size must (``PICK_GAIN``)."""
     base = [repicked(case, scale) for case in cases]
     start = {n: math.log(f) for n, f in best.factors.items()}
     kept = {f.name: f.why for f in best.figures if not f.determined}
@@ -335,10 +336,11 @@ def _tree_rating(cases: Sequence[Case], names: Sequence[str], scale: float, best
         return tuple((p.algorithm, p.protocol, p.channels) for c in moved for p in c.picks)
 
     seen = {shown(base)}
-    # a candidate is fitted only if its picks explain the logs better than the kept picks do,
-    # at the fitted figures or at the preset's
+    # a candidate is fitted only if its picks explain the logs as much better than the kept
+    # picks do as a fit must (PICK_GAIN), at the fitted figures or at the preset's: each fit
+    # of a multi-node log costs minutes
     at_preset = Model(base, list(start), progress, points).residuals(np.zeros(len(start)))
-    bar = {"fitted": best_cost, "preset": float(at_preset @ at_preset)}
+    bar = {"fitted": PICK_GAIN * best_cost, "preset": PICK_GAIN * float(at_preset @ at_preset)}
     cheapest: dict[str, tuple[float, float, list[Case]]] = {}
     for rating in ratings:
         moved = [repicked(case, scale, rating) for case in cases]
