@@ -323,53 +323,42 @@ def _tree_rating(cases: Sequence[Case], names: Sequence[str], scale: float, best
                  ) -> tuple[float, Calibration | None, str]:
     """NCCL's rating of its tree that the logs measure (1 if none), the fit under it (None if
     none), and why it stays 1. Each distinct set of picks the ``ratings`` make (the rating
-    nearest 1 that makes it) is costed at ``best``'s figures and at the preset's: the cheapest
-    at each, if ``PICK_GAIN`` below the kept picks' cost there, is fitted (figures fitted to the
-    model's picks can hide a pick's worth, as a network reach raised to carry a ring the
-    machine ran as a tree), and the better fit is taken if it lowers the cost as much as
-    another switch size must (``PICK_GAIN``)."""
+    nearest 1 that makes it) is costed at the preset's figures, not at ``best``'s: figures
+    fitted to the model's picks can hide a pick's worth (a network reach raised to carry a
+    ring the machine ran as a tree). Only the cheapest is fitted, and only if it is
+    ``PICK_GAIN`` below the kept picks' cost there (each fit of a multi-node log costs
+    minutes); it is taken if it lowers the fitted cost as much as another switch size must."""
     base = [repicked(case, scale) for case in cases]
-    start = {n: math.log(f) for n, f in best.factors.items()}
-    kept = {f.name: f.why for f in best.figures if not f.determined}
+    names_at = [n for n in names if n != "launch"]  # the preset: every factor 1
 
     def shown(moved: Sequence[Case]) -> tuple:  # what runs, apart from NCCL's model times
         return tuple((p.algorithm, p.protocol, p.channels) for c in moved for p in c.picks)
 
+    def cost(moved: Sequence[Case]) -> float:
+        r = Model(moved, names_at, progress, points).residuals(np.zeros(len(names_at)))
+        return float(r @ r)
+
     seen = {shown(base)}
-    # a candidate is fitted only if its picks explain the logs as much better than the kept
-    # picks do as a fit must (PICK_GAIN), at the fitted figures or at the preset's: each fit
-    # of a multi-node log costs minutes
-    at_preset = Model(base, list(start), progress, points).residuals(np.zeros(len(start)))
-    bar = {"fitted": PICK_GAIN * best_cost, "preset": PICK_GAIN * float(at_preset @ at_preset)}
-    cheapest: dict[str, tuple[float, float, list[Case]]] = {}
+    bar = PICK_GAIN * cost(base)
+    cheapest: tuple[float, float, list[Case]] | None = None
     for rating in ratings:
         moved = [repicked(case, scale, rating) for case in cases]
         key = shown(moved)
         if key in seen:
             continue
         seen.add(key)
-        for where, u in (("fitted", np.array(list(start.values()))),
-                         ("preset", np.zeros(len(start)))):
-            r = Model(moved, list(start), progress, points).residuals(u)
-            if float(r @ r) < min(bar[where], cheapest.get(where, (math.inf,))[0]):
-                cheapest[where] = (float(r @ r), rating, moved)
+        trial_cost = cost(moved)
+        if trial_cost < (bar if cheapest is None else cheapest[0]):
+            cheapest = (trial_cost, rating, moved)
     if len(seen) == 1:
         return 1.0, None, "no rating of NCCL's tree changes a pick of the logs"
-    if not cheapest:
-        return 1.0, None, "no rating of NCCL's tree explains the logs better than the model's"
-    chosen: tuple[float, Calibration | None] = (1.0, None)
-    chosen_cost = PICK_GAIN * best_cost
-    for where, (_, rating, moved) in sorted(cheapest.items()):
-        if where == "preset" and rating == cheapest.get("fitted", (0, None))[1]:
-            continue  # the same picks, fitted already
-        trial, trial_cost = _fit(moved, names, max_iterations or MAX_ITERATIONS, progress,
-                                 points, start if where == "fitted" else None,
-                                 kept if where == "fitted" else None)
-        if trial_cost < chosen_cost:
-            chosen, chosen_cost = (rating, trial), trial_cost
-    if chosen[1] is None:
+    if cheapest is None:
         return 1.0, None, "no rating of NCCL's tree explains the logs clearly better"
-    return chosen[0], chosen[1], ""
+    trial, trial_cost = _fit(cheapest[2], names, max_iterations or MAX_ITERATIONS, progress,
+                             points)
+    if trial_cost >= PICK_GAIN * best_cost:
+        return 1.0, None, "no rating of NCCL's tree explains the logs clearly better"
+    return cheapest[1], trial, ""
 
 
 def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
