@@ -27,8 +27,9 @@ LOGS = [ROOT / "validation" / "logs" / name for name in ("vp-h100-1n-ar.txt",
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", nargs="+", type=Path, default=LOGS)
-    parser.add_argument("--fixed-picks", action="store_true",
-                        help="skip the pick_scale and tree_rating searches")
+    parser.add_argument("--fixed-picks", action="store_true", help="skip the pick_scale search")
+    parser.add_argument("--tree-rating", action="store_true",
+                        help="search nccl.tree_rating too (collsim calibrate --tree-rating)")
     args = parser.parse_args()
     preset = find_topology("h100-cluster")
     print(f"{'log':<24} {'GPUs':>5} {'sizes':>5} {'fits':>4} {'simulations':>11} {'cpu s':>7} "
@@ -40,7 +41,7 @@ def main() -> int:
         with FitWatch(progress) as watch:
             watch.start()
             result = calibrate(cases, pick_scales=() if args.fixed_picks else PICK_SCALES,
-                               tree_ratings=() if args.fixed_picks else TREE_RATINGS,
+                               tree_ratings=TREE_RATINGS if args.tree_rating else (),
                                progress=progress)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         errors = ", ".join(f"{100 * e.before_median:.1f}% -> {100 * e.after_median:.1f}%"

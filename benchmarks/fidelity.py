@@ -39,7 +39,7 @@ import numpy as np
 
 from collsim.calibrate.cases import Case, repicked, shape
 from collsim.calibrate.figures import calibrated as calibrated_figures
-from collsim.calibrate.fit import PICK_SCALES, calibrate
+from collsim.calibrate.fit import PICK_SCALES, TREE_RATINGS, calibrate
 from collsim.calibrate.predict import pick, simulate_pick, with_figures
 from collsim.collectives import COLLECTIVES
 from collsim.errors import InputError
@@ -282,7 +282,8 @@ def loo(spec: RunSpec, cache: dict) -> dict[int, tuple[float, dict]]:
         if key not in cache:
             cache[key] = calibrate([case_of(spec, fit_rows, spec.algorithm)],
                                    max_iterations=LARGE_ITERATIONS if large else None,
-                                   pick_scales=() if large else PICK_SCALES).factors
+                                   pick_scales=() if large else PICK_SCALES,
+                                   tree_ratings=TREE_RATINGS).factors
         factors = cache[key]
         case = repicked(case_of(spec, held, spec.algorithm), factors.get("pick_scale", 1.0),
                         factors.get("tree_rating", 1.0))

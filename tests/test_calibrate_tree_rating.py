@@ -10,7 +10,7 @@ import pytest
 
 from collsim.calibrate.cases import Case, repicked, shape
 from collsim.calibrate.figures import apply
-from collsim.calibrate.fit import calibrate
+from collsim.calibrate.fit import TREE_RATINGS, calibrate
 from collsim.calibrate.predict import pick, simulate_pick, with_figures
 from collsim.calibrate.writer import calibrated_yaml
 from collsim.hardware.loader import load_topology, topology_from_text
@@ -74,7 +74,7 @@ def _measured_case(rating: float, launch: float) -> tuple[Case, Case]:
 def test_a_calibration_finds_nccls_rating_of_its_tree_and_writes_it():
     case, truth = _measured_case(2.0, 1.5)
     assert [p.algorithm for p in truth.picks] != [p.algorithm for p in case.picks]
-    result = calibrate([case], names=["launch"], pick_scales=())
+    result = calibrate([case], names=["launch"], pick_scales=(), tree_ratings=TREE_RATINGS)
     fitted = {f.name: f for f in result.figures}
     rating = fitted["tree_rating"]
     assert rating.determined and rating.value != 1.0
@@ -90,7 +90,8 @@ def test_a_calibration_finds_nccls_rating_of_its_tree_and_writes_it():
 
 def test_a_log_the_models_picks_explain_keeps_the_rating():
     case, _ = _measured_case(1.0, 1.2)
-    result = calibrate([case], names=["launch"], pick_scales=())
+    result = calibrate([case], names=["launch"], pick_scales=(), tree_ratings=TREE_RATINGS)
+    assert calibrate([case], names=["launch"], pick_scales=()).nccl.tree_rating is None
     rating = next(f for f in result.figures if f.name == "tree_rating")
     assert not rating.determined and rating.value == 1.0 and rating.why
     assert result.nccl.tree_rating is None

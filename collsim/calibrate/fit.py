@@ -259,13 +259,14 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
 def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
               max_iterations: int | None = None,
               pick_scales: Sequence[float] = PICK_SCALES,
-              tree_ratings: Sequence[float] = TREE_RATINGS,
+              tree_ratings: Sequence[float] = (),
               progress: FitProgress | None = None) -> Calibration:
     """Fit the figures ``names`` (default: every continuous one of ``FIGURES``) to ``cases``,
     in at most ``max_iterations`` Levenberg-Marquardt steps (default ``MAX_ITERATIONS``), and
     ``pick_scale`` among ``pick_scales`` (each whose picks lower the cost at the first fit's
     figures a fit of its own; () leaves it at 1), then ``tree_rating`` among ``tree_ratings``
-    (the best of the picks they make, at the fitted figures, a fit of its own).
+    (default none: the cheapest of the picks they make at the preset's figures a fit of its
+    own; on a 4-node log the search takes longer than the rest of the fit).
     ``progress``, if given, is kept up to date as the fit runs."""
     names = exercised(cases) if names is None else list(names)
     progress = progress or FitProgress()

@@ -37,8 +37,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_case_arguments(parser)
     parser.add_argument("--fixed-picks", action="store_true",
                         help="keep the sizes where NCCL's model switches algorithm or protocol "
-                             "(skips the searches for pick_scale and tree_rating, one fit "
-                             "per candidate)")
+                             "(skips the search for pick_scale, one fit per candidate)")
+    parser.add_argument("--tree-rating", action="store_true",
+                        help="also search how NCCL rates its tree against the ring "
+                             "(nccl.tree_rating: one more fit at most; minutes on a 4-node log)")
     parser.set_defaults(func=run)
 
 
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     with FitWatch(progress) as watch:
         watch.start()
         calibration = calibrate(cases, pick_scales=() if args.fixed_picks else PICK_SCALES,
-                                tree_ratings=() if args.fixed_picks else TREE_RATINGS,
+                                tree_ratings=TREE_RATINGS if args.tree_rating else (),
                                 progress=progress)
     name = args.name or out.stem
     text = calibrated_yaml(read_text(preset, "topology"), preset.stem, name, calibration, cases,
