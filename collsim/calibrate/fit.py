@@ -329,6 +329,8 @@ def _tree_rating(cases: Sequence[Case], names: Sequence[str], scale: float, best
     ring the machine ran as a tree). Only the cheapest is fitted, and only if it is
     ``PICK_GAIN`` below the kept picks' cost there (each fit of a multi-node log costs
     minutes); it is taken if it lowers the fitted cost as much as another switch size must."""
+    if not ratings:
+        return 1.0, None, "not searched (collsim calibrate --tree-rating)"
     base = [repicked(case, scale) for case in cases]
     names_at = [n for n in names if n != "launch"]  # the preset: every factor 1
 
