@@ -24,7 +24,8 @@ not describe (a one-node fit leaves the network as the preset has it):
 - ``tree_rating``: NCCL's choice rates its tree's bandwidth at this multiple of the model's:
   the machine's NCCL (its version's tree search and tuning) takes the tree where the model
   takes the ring, or the reverse. Only the choice moves (the simulated tree is the links'); the
-  fit tries the ratings of ``fit.TREE_RATINGS`` that change a pick and fits the best of them.
+  fit, where asked, tries the ratings of ``fit.TREE_RATINGS`` that change a pick and fits
+  the best of them.
 """
 
 from __future__ import annotations
