@@ -17,7 +17,7 @@ from pathlib import Path
 
 from collsim.calibrate import workers
 from collsim.calibrate.cases import case_from_run
-from collsim.calibrate.fit import PICK_SCALES, FitProgress, calibrate
+from collsim.calibrate.fit import PICK_SCALES, TREE_RATINGS, FitProgress, calibrate
 from collsim.hardware.shipped import find_topology
 from collsim.nccltests import read_logs
 from collsim.watch import FitWatch
@@ -31,6 +31,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", nargs="+", type=Path, default=LOGS)
     parser.add_argument("--fixed-picks", action="store_true", help="skip the pick_scale search")
+    parser.add_argument("--tree-rating", action="store_true",
+                        help="search nccl.tree_rating too (collsim calibrate --tree-rating)")
     parser.add_argument("--jobs", type=int, help="worker processes (default: COLLSIM_JOBS, "
                         "else the cores this process may use)")
     args = parser.parse_args()
@@ -47,6 +49,7 @@ def main() -> int:
         with FitWatch(progress) as watch:
             watch.start()
             result = calibrate(cases, pick_scales=() if args.fixed_picks else PICK_SCALES,
+                               tree_ratings=TREE_RATINGS if args.tree_rating else (),
                                progress=progress)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         errors = ", ".join(f"{100 * e.before_median:.1f}% -> {100 * e.after_median:.1f}%"

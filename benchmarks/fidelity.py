@@ -43,7 +43,7 @@ import numpy as np
 
 from collsim.calibrate.cases import Case, repicked, shape
 from collsim.calibrate.figures import calibrated as calibrated_figures
-from collsim.calibrate.fit import PICK_SCALES, calibrate
+from collsim.calibrate.fit import PICK_SCALES, TREE_RATINGS, calibrate
 from collsim.calibrate.predict import pick, simulate_pick, with_figures
 from collsim.collectives import COLLECTIVES
 from collsim.errors import InputError
@@ -311,9 +311,11 @@ def loo(spec: RunSpec, cache: dict) -> dict[int, tuple[float, dict]]:
         if key not in cache:
             cache[key] = calibrate([case_of(spec, fit_rows, spec.algorithm)],
                                    max_iterations=LARGE_ITERATIONS if large else None,
-                                   pick_scales=() if large else PICK_SCALES).factors
+                                   pick_scales=() if large else PICK_SCALES,
+                                   tree_ratings=TREE_RATINGS).factors
         factors = cache[key]
-        case = repicked(case_of(spec, held, spec.algorithm), factors.get("pick_scale", 1.0))
+        case = repicked(case_of(spec, held, spec.algorithm), factors.get("pick_scale", 1.0),
+                        factors.get("tree_rating", 1.0))
         topology = with_figures(case.topology, calibrated_figures(case.topology.machine, factors))
         for i, size in enumerate(case.sizes):
             out[size] = busbw(case, i, topology, key), factors
@@ -480,7 +482,8 @@ def pair_errors(runs: list[RunSpec], cache: dict, pairs: tuple[tuple[str, str], 
         key = scale_fit(fit_on, target, cache)
         held = [r for r in target.rows if int(r["bytes"]) >= MIN_SIZE]
         case = case_of(target, held, target.algorithm)
-        moved = repicked(case, cache[key].get("pick_scale", 1.0))
+        moved = repicked(case, cache[key].get("pick_scale", 1.0),
+                         cache[key].get("tree_rating", 1.0))
         calibrated = with_figures(case.topology, calibrated_figures(case.topology.machine,
                                                                     cache[key]))
         factor = COLLECTIVES[target.collective].busbw_factor(target.nodes * target.per_node)

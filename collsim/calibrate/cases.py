@@ -42,13 +42,15 @@ class Case:
         return len(self.gpus)
 
 
-def repicked(case: Case, scale: float) -> Case:
-    """The case with NCCL's choice made as for ``scale`` x each size (``nccl.pick_scale``);
-    the picks the log names stay."""
-    if scale == 1.0:
+def repicked(case: Case, scale: float, tree_rating: float = 1.0) -> Case:
+    """The case with NCCL's choice made as for ``scale`` x each size (``nccl.pick_scale``) and
+    with its tree rated ``tree_rating`` x the model's (``nccl.tree_rating``); the picks the
+    log names stay."""
+    if scale == 1.0 and tree_rating == 1.0:
         return case
     machine = case.topology.machine
-    topology = with_figures(case.topology, dataclasses.replace(machine.nccl, pick_scale=scale))
+    topology = with_figures(case.topology, dataclasses.replace(
+        machine.nccl, pick_scale=scale, tree_rating=tree_rating))
     picks = [old if size in case.logged else
              pick(topology, case.collective, size, case.gpus, case.algorithm, case.protocol)
              for size, old in zip(case.sizes, case.picks, strict=True)]

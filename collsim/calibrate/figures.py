@@ -20,7 +20,12 @@ not describe (a one-node fit leaves the network as the preset has it):
   hold other caps) the caps by at most 1 too;
 - ``pick_scale``: NCCL chooses algorithm and protocol as for this multiple of the size: the
   machine's NCCL (its version, its tuning) switches at other sizes than the model says. It is
-  discrete (logs step sizes by 2): each of ``fit.PICK_SCALES`` is a fit of its own.
+  discrete (logs step sizes by 2): each of ``fit.PICK_SCALES`` is a fit of its own;
+- ``tree_rating``: NCCL's choice rates its tree's bandwidth at this multiple of the model's:
+  the machine's NCCL (its version's tree search and tuning) takes the tree where the model
+  takes the ring, or the reverse. Only the choice moves (the simulated tree is the links'); the
+  fit, where asked, tries the ratings of ``fit.TREE_RATINGS`` that change a pick and fits
+  the best of them.
 """
 
 from __future__ import annotations
@@ -102,6 +107,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("pick_scale", "NCCL chooses algorithm and protocol as for this multiple of the "
            "size (where it switches)", "x", lambda f: f.pick_scale or 1.0,
            lambda f: (0.25, 4.0), "pick"),  # chosen among fit.PICK_SCALES, not by steps
+    Figure("tree_rating", "NCCL's choice rates its tree's bandwidth at this multiple of the "
+           "model's (whether it takes the tree)", "x", lambda f: f.tree_rating or 1.0,
+           lambda f: (0.25, 4.0), "pick"),  # chosen among fit.TREE_RATINGS
 )
 BY_NAME: Mapping[str, Figure] = {f.name: f for f in FIGURES}
 
@@ -138,6 +146,8 @@ def calibrated(machine: Machine, factors: Mapping[str, float]) -> NcclFigures:
     figures = apply(resolved(machine.nccl, machine.gpu.arch), factors)
     if "pick_scale" in factors:
         figures = dataclasses.replace(figures, pick_scale=factors["pick_scale"])
+    if "tree_rating" in factors:
+        figures = dataclasses.replace(figures, tree_rating=factors["tree_rating"])
     if "reachable.nvls" in factors:
         return figures
     return dataclasses.replace(figures, nvls_reachable=machine.nccl.nvls_reachable)

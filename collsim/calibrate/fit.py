@@ -38,6 +38,10 @@ MAX_ITERATIONS = 12
 LOOKS = 2  # reads of which figures are free: at the preset, then where that fit ended
 PICK_SCALES = (0.25, 0.5, 2.0, 4.0)  # sizes in logs step by 2: one or two steps either way
 PICK_GAIN = 0.7  # another switch size must lower the cost by 30% to be taken as measured
+# NCCL's rating of its tree (``tree_rating``), 1/4 .. 4 by steps of 2^(1/32) (2.2%): between
+# ring and tree the switch is where their model times cross, which a few percent moves far.
+TREE_RATINGS = tuple(sorted((2 ** (j / 32) for j in range(-64, 65) if j),
+                            key=lambda r: abs(math.log(r))))
 # Moves of one figure at a time, in u = log(factor), tried when a Gauss-Newton step from a
 # fresh Jacobian fails: the coarse ones first (x1.65, x0.61), the fine ones if none helps.
 COORDINATE_MOVES = ((0.5, -0.5), (0.15, -0.15))
@@ -264,11 +268,14 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
 def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
               max_iterations: int | None = None,
               pick_scales: Sequence[float] = PICK_SCALES,
+              tree_ratings: Sequence[float] = (),
               progress: FitProgress | None = None) -> Calibration:
     """Fit the figures ``names`` (default: every continuous one of ``FIGURES``) to ``cases``,
     in at most ``max_iterations`` Levenberg-Marquardt steps (default ``MAX_ITERATIONS``), and
     ``pick_scale`` among ``pick_scales`` (each whose picks lower the cost at the first fit's
-    figures a fit of its own; () leaves it at 1).
+    figures a fit of its own; () leaves it at 1), then ``tree_rating`` among ``tree_ratings``
+    (default none: the cheapest of the picks they make at the preset's figures a fit of its
+    own; on a 4-node log the search takes longer than the rest of the fit).
     ``progress``, if given, is kept up to date as the fit runs."""
     names = exercised(cases) if names is None else list(names)
     progress = progress or FitProgress()
@@ -298,16 +305,72 @@ def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
         why = "no other switch size explains the logs clearly better than the model's"
     else:
         why = "no size of the logs is near a switch of NCCL's choice"
+    rating, rated, rating_why = _tree_rating(cases, names, chosen, best, best_cost,
+                                             tree_ratings, max_iterations, progress, points)
+    if rated is not None:
+        best = rated
     errors = tuple(dataclasses.replace(e, before_median=o.before_median, before_p90=o.before_p90)
                    for e, o in zip(best.errors, original.errors, strict=True))
     sources = {**original.sources, **best.sources}
-    nccl = dataclasses.replace(best.nccl, pick_scale=chosen if chosen != 1.0 else None)
+    nccl = dataclasses.replace(best.nccl, pick_scale=chosen if chosen != 1.0 else None,
+                               tree_rating=rating if rating != 1.0 else None)
     pick = Fitted("pick_scale", 1.0, chosen, chosen, chosen != 1.0, why)
+    tree = Fitted("tree_rating", 1.0, rating, rating, rating != 1.0, rating_why)
     if chosen != 1.0:  # the logs some of whose picks the switch size moved
         sources["pick_scale"] = tuple(case.label for case in cases
                                       if repicked(case, chosen).picks != case.picks)
-    return dataclasses.replace(best, figures=(*best.figures, pick), nccl=nccl, errors=errors,
-                               sources=sources)
+    if rating != 1.0:
+        sources["tree_rating"] = tuple(
+            case.label for case in cases
+            if repicked(case, chosen, rating).picks != repicked(case, chosen).picks)
+    return dataclasses.replace(best, figures=(*best.figures, pick, tree), nccl=nccl,
+                               errors=errors, sources=sources)
+
+
+def _tree_rating(cases: Sequence[Case], names: Sequence[str], scale: float, best: Calibration,
+                 best_cost: float, ratings: Sequence[float], max_iterations: int | None,
+                 progress: FitProgress, points: dict
+                 ) -> tuple[float, Calibration | None, str]:
+    """NCCL's rating of its tree that the logs measure (1 if none), the fit under it (None if
+    none), and why it stays 1. Each distinct set of picks the ``ratings`` make (the rating
+    nearest 1 that makes it) is costed at the preset's figures, not at ``best``'s: figures
+    fitted to the model's picks can hide a pick's worth (a network reach raised to carry a
+    ring the machine ran as a tree). Only the cheapest is fitted, and only if it is
+    ``PICK_GAIN`` below the kept picks' cost there (each fit of a multi-node log costs
+    minutes); it is taken if it lowers the fitted cost as much as another switch size must."""
+    if not ratings:
+        return 1.0, None, "not searched (collsim calibrate --tree-rating)"
+    base = [repicked(case, scale) for case in cases]
+    names_at = [n for n in names if n != "launch"]  # the preset: every factor 1
+
+    def shown(moved: Sequence[Case]) -> tuple:  # what runs, apart from NCCL's model times
+        return tuple((p.algorithm, p.protocol, p.channels) for c in moved for p in c.picks)
+
+    def cost(moved: Sequence[Case]) -> float:
+        r = Model(moved, names_at, progress, points).residuals(np.zeros(len(names_at)))
+        return float(r @ r)
+
+    seen = {shown(base)}
+    bar = PICK_GAIN * cost(base)
+    cheapest: tuple[float, float, list[Case]] | None = None
+    for rating in ratings:
+        moved = [repicked(case, scale, rating) for case in cases]
+        key = shown(moved)
+        if key in seen:
+            continue
+        seen.add(key)
+        trial_cost = cost(moved)
+        if trial_cost < (bar if cheapest is None else cheapest[0]):
+            cheapest = (trial_cost, rating, moved)
+    if len(seen) == 1:
+        return 1.0, None, "no rating of NCCL's tree changes a pick of the logs"
+    if cheapest is None:
+        return 1.0, None, "no rating of NCCL's tree explains the logs clearly better"
+    trial, trial_cost = _fit(cheapest[2], names, max_iterations or MAX_ITERATIONS, progress,
+                             points)
+    if trial_cost >= PICK_GAIN * best_cost:
+        return 1.0, None, "no rating of NCCL's tree explains the logs clearly better"
+    return cheapest[1], trial, ""
 
 
 def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,

@@ -119,6 +119,8 @@ def _nccl_block(calibration: Calibration) -> list[str]:
         out.append(f"  nic_path: {figures.nic_path}")
     if figures.pick_scale is not None:
         out.append(f"  pick_scale: {figures.pick_scale:g}{note('pick_scale')}")
+    if figures.tree_rating is not None:
+        out.append(f"  tree_rating: {figures.tree_rating:.4g}{note('tree_rating')}")
     reachable = [c for c in LINK_CLASSES if c in figures.reachable]
     if reachable or figures.nvls_reachable is not None:
         out.append("  reachable:")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from collsim.calibrate.fit import PICK_SCALES, FitProgress, calibrate
+from collsim.calibrate.fit import PICK_SCALES, TREE_RATINGS, FitProgress, calibrate
 from collsim.calibrate.writer import calibrated_yaml
 from collsim.cli.measured import add_case_arguments, cases_from_args
 from collsim.errors import InputError
@@ -38,6 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--fixed-picks", action="store_true",
                         help="keep the sizes where NCCL's model switches algorithm or protocol "
                              "(skips the search for pick_scale, one fit per candidate)")
+    parser.add_argument("--tree-rating", action="store_true",
+                        help="also search how NCCL rates its tree against the ring "
+                             "(nccl.tree_rating: one more fit at most; minutes on a 4-node log)")
     parser.set_defaults(func=run)
 
 
@@ -54,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     with FitWatch(progress) as watch:
         watch.start()
         calibration = calibrate(cases, pick_scales=() if args.fixed_picks else PICK_SCALES,
+                                tree_ratings=TREE_RATINGS if args.tree_rating else (),
                                 progress=progress)
     name = args.name or out.stem
     text = calibrated_yaml(read_text(preset, "topology"), preset.stem, name, calibration, cases,

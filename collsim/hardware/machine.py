@@ -61,6 +61,8 @@ class NcclFigures:
     ``net_latency`` (seconds) is the latency the network plugin reports to NCCL
     (``ncclNetProperties.latency``), which NCCL adds to its network step latency.
     ``pick_scale``: NCCL's choice is made as for this multiple of a call's size (None: 1).
+    ``tree_rating``: NCCL's choice rates its tree's bandwidth at this multiple of the model's
+    (None: 1); the simulated tree is unchanged.
     ``transport`` names the NICs' transport (collsim.hardware.transports; None without NICs):
     ``net_latency`` is its figure unless the file declares one, and the network reaches
     ``transport_reach`` of its line rate unless ``reachable`` holds the class. ``declared``
@@ -86,6 +88,7 @@ class NcclFigures:
     overrides: Mapping[tuple[str, str | None], ProtocolOverride] = field(default_factory=dict)
     nvls_reachable: float | None = None
     pick_scale: float | None = None
+    tree_rating: float | None = None
     transport: str | None = None
     transport_reach: float = 1.0
     declared: frozenset[str] = frozenset()

@@ -98,6 +98,9 @@ def choose(system: NcclSystem, collective: str, size: int, *,
                                        reason or "no bandwidth in NCCL's model"))
                 continue
             latency, bandwidth = terms
+            if algorithm == "nccl_tree" and system.tree_rating != 1.0:
+                bandwidth *= system.tree_rating
+                terms = latency, bandwidth
             candidates.append(Candidate(algorithm, protocol, _seconds(terms, judged),
                                         latency * 1e-6, bandwidth))
     best = fastest(candidates)
@@ -105,7 +108,8 @@ def choose(system: NcclSystem, collective: str, size: int, *,
         return None
     channel_count, threads = channels(m, collective, best.algorithm, best.protocol, size)
     time = best.time
-    if judged != size:  # the model's time of the pick at the call's own size
+    if judged != size or (best.algorithm == "nccl_tree" and system.tree_rating != 1.0):
+        # the model's time of the pick at the call's own size, its tree as the model rates it
         terms = call_terms(m, collective, best.algorithm, best.protocol, size)
         time = time if terms is None else _seconds(terms, size)
     return Choice(collective, size, best.algorithm, best.protocol, channel_count, threads,

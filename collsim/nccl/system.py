@@ -94,6 +94,10 @@ class NcclSystem:
     """NCCL's choice of algorithm and protocol is made as for this multiple of the size: where a
     machine's NCCL (its version, its tuning) switches at other sizes than the model says, as a
     calibration measures it (``nccl.pick_scale``). 1: as the model says."""
+    tree_rating: float = 1.0
+    """NCCL's choice rates its tree's (``nccl_tree``) bandwidth at this multiple of the model's:
+    where a machine's NCCL (its version's tree search and tuning) takes the tree at sizes the
+    model gives the ring, as a calibration measures it (``nccl.tree_rating``). 1: the model's."""
 
     def __post_init__(self) -> None:
         problems = [
@@ -117,6 +121,7 @@ class NcclSystem:
              "at least 1"),
             ("min_channels", self.min_channels is None or self.min_channels >= 1, "at least 1"),
             ("pick_scale", self.pick_scale > 0, "positive"),
+            ("tree_rating", self.tree_rating > 0, "positive"),
             ("max_channels", self.max_channels is None or self.max_channels >= 1, "at least 1"),
             ("net_overhead_us", self.net_overhead_us is None or self.net_overhead_us >= 0,
              "not negative"),

@@ -23,6 +23,8 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
                                 # CPU: pxb, sys on AMD up to 2 GPUs)
       pick_scale: 2             # optional: NCCL chooses algorithm and protocol as for twice
                                 # the size (a calibrated machine's switch points)
+      tree_rating: 2            # optional: NCCL's model rates its tree's bandwidth at twice
+                                # the model's when it chooses (a calibrated machine's NCCL)
       environment:              # optional: NCCL variables the network plugin or the vendor's
                                 # profile sets (docs/hardware.md#clouds), in NCCL's syntax
         NCCL_ALGO: Ring,Tree    #   the algorithms NCCL may choose
@@ -106,6 +108,7 @@ NCCL_SCHEMA = {
         "sharp": {"type": "boolean"}, "nic_path": {"enum": list(NIC_PATHS)},
         "net_latency": QUANTITY, "p2p_level": {"enum": list(P2P_LEVELS)},
         "reachable": _REACHABLE, "pick_scale": {"type": "number"},
+        "tree_rating": {"type": "number"},
         "environment": _ENVIRONMENT,
         "protocols": {"type": "object", "properties": {p: _PROTOCOL for p in PROTOCOLS},
                       "additionalProperties": False},
@@ -148,6 +151,7 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
                      else float(carrier.net_latency.value) if carrier else 0.0),
         line=line, reachable={c: r for c, r in reachable.items() if r is not None},
         overrides=_overrides(doc), nvls_reachable=nvls, pick_scale=_pick_scale(doc),
+        tree_rating=_tree_rating(doc),
         transport=carrier.name if carrier else None,
         transport_reach=float(carrier.reachable.value) if carrier else 1.0,
         declared=declared, p2p_level=data.get("p2p_level"), shm_reachable=shm,
@@ -191,6 +195,7 @@ def _shm_reachable(doc: Document, line: float | None, pcie: float | None,
 
 
 PICK_SCALES = (1 / 16, 16)  # beyond these NCCL's model would not be describing the machine
+TREE_RATINGS = (1 / 16, 16)  # likewise for NCCL's rating of its tree
 
 
 def _pick_scale(doc: Document) -> float | None:
@@ -200,6 +205,16 @@ def _pick_scale(doc: Document) -> float | None:
     if isinstance(value, bool) or not PICK_SCALES[0] <= float(value) <= PICK_SCALES[1]:
         raise doc.error(("nccl", "pick_scale"), f"expected a factor on the size from 1/16 to "
                         f"16, got {value!r}")
+    return float(value)
+
+
+def _tree_rating(doc: Document) -> float | None:
+    value = at(doc.data, ("nccl", "tree_rating"))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not TREE_RATINGS[0] <= float(value) <= TREE_RATINGS[1]:
+        raise doc.error(("nccl", "tree_rating"), f"expected a factor on NCCL's tree "
+                        f"bandwidth from 1/16 to 16, got {value!r}")
     return float(value)
 
 
