@@ -48,13 +48,17 @@ def test_pick_scale_chooses_as_for_a_multiple_of_the_size(log2, scale, collectiv
     assert picked.size == size
 
 
-def test_pick_scale_is_read_and_refused_outside_its_range():
-    assert topology_from_text(NODE, {"nccl.pick_scale": 2}).machine.nccl.pick_scale == 2.0
-    assert topology_from_text(NODE).machine.nccl.pick_scale is None
+@pytest.mark.parametrize("name, value", [("pick_scale", 2.0), ("tree_rating", 1.5)])
+def test_a_choice_figure_is_read_and_refused_outside_its_range(name, value):
+    """nccl.pick_scale and nccl.tree_rating: read as given, absent as None, refused at their
+    key outside 1/16..16 or when not a number."""
+    key = f"nccl.{name}"
+    assert getattr(topology_from_text(NODE, {key: value}).machine.nccl, name) == value
+    assert getattr(topology_from_text(NODE).machine.nccl, name) is None
     for bad in (0, 20, "twice", True):
-        with pytest.raises(Exception, match="nccl.pick_scale|pick_scale") as info:
-            topology_from_text(NODE, {"nccl.pick_scale": bad})
-        assert getattr(info.value, "key", "nccl.pick_scale") == "nccl.pick_scale"
+        with pytest.raises(Exception, match=name) as info:
+            topology_from_text(NODE, {key: bad})
+        assert getattr(info.value, "key", key) == key
 
 
 def test_a_calibration_finds_where_nccl_switches_and_writes_it(tmp_path):

@@ -13,11 +13,10 @@ from collsim.calibrate.figures import apply
 from collsim.calibrate.fit import TREE_RATINGS, calibrate
 from collsim.calibrate.predict import pick, simulate_pick, with_figures
 from collsim.calibrate.writer import calibrated_yaml
-from collsim.hardware.loader import load_topology, topology_from_text
+from collsim.hardware.loader import load_topology
 from collsim.hardware.shipped import resolve_topology
 from collsim.nccl.choice import choose
 from collsim.nccl.system import NcclSystem
-from tests.test_machine_declarations import NODE
 
 CLUSTER = resolve_topology("a100-cluster")
 TWO_NODES = NcclSystem(arch=80, nodes=2, gpus_per_node=8, nvlink_links=12, nics_per_node=8,
@@ -44,15 +43,6 @@ def test_a_high_rating_takes_the_tree_at_large_sizes():
     picked = choose(dataclasses.replace(TWO_NODES, tree_rating=4.0), "allreduce", 2**32)
     assert choose(TWO_NODES, "allreduce", 2**32).algorithm == "ring"
     assert picked.algorithm == "nccl_tree"
-
-
-def test_tree_rating_is_read_and_refused_outside_its_range():
-    assert topology_from_text(NODE, {"nccl.tree_rating": 1.5}).machine.nccl.tree_rating == 1.5
-    assert topology_from_text(NODE).machine.nccl.tree_rating is None
-    for bad in (0, 20, "more", True):
-        with pytest.raises(Exception, match="tree_rating") as info:
-            topology_from_text(NODE, {"nccl.tree_rating": bad})
-        assert getattr(info.value, "key", "nccl.tree_rating") == "nccl.tree_rating"
 
 
 def _measured_case(rating: float, launch: float) -> tuple[Case, Case]:

@@ -47,26 +47,23 @@ def test_simple_figures_are_nccls_slice_and_its_one_node_simple_channel_figure()
     assert slice_staging("LL", C.arch_row(90), 262144) == (0.0, 0.0, 0.0)
 
 
-def test_two_ranks_allgather_pays_a_slice_written_and_a_slice_read_every_loop():
-    """Two nodes of one GPU, allgather of 64 MiB on 2 channels: a loop is 2 channels x 2
-    ranks x 2 MiB, so 8 loops of one network step each; every step's message is written
-    from the user's buffer and read into it, so each loop waits 2 x 1 MiB / 24 GB/s more."""
+@pytest.mark.parametrize("collective, size, loops", [
+    # allgather of 64 MiB on 2 channels: a loop is 2 channels x 2 ranks x 2 MiB, so 8 loops
+    # of one network step each, written from the user's buffer and read into it
+    ("allgather", 64 * MIB, 8),
+    # allreduce of 32 MiB: a loop is a send, a fused receive-reduce-send and a receive, so
+    # its two network messages wait for one write (the first) and one read (the second):
+    # 2 copies a loop, not 4, over 4 loops
+    ("allreduce", 32 * MIB, 4),
+])
+def test_two_ranks_pay_a_slice_written_and_a_slice_read_every_loop(collective, size, loops):
+    """Two nodes of one GPU: each loop waits 2 x 1 MiB / 24 GB/s more, whatever its steps
+    between (a fused step passes its slices on without a copy of its own)."""
     topology = _cluster()
     gpus = [0, topology.gpus_per_node]
-    staged = _time(topology, "allgather", 64 * MIB, gpus, True)
-    plain = _time(topology, "allgather", 64 * MIB, gpus, False)
-    assert staged - plain == pytest.approx(8 * 2 * MIB / 24e9, rel=1e-9)
-
-
-def test_two_ranks_allreduce_passes_the_middle_step_on_without_a_copy_of_its_own():
-    """Allreduce: a loop is a send, a fused receive-reduce-send and a receive, so its two
-    network messages wait for one write (the first) and one read (the second): 2 copies a
-    loop, not 4. 32 MiB on 2 channels and 2 ranks: 4 loops."""
-    topology = _cluster()
-    gpus = [0, topology.gpus_per_node]
-    staged = _time(topology, "allreduce", 32 * MIB, gpus, True)
-    plain = _time(topology, "allreduce", 32 * MIB, gpus, False)
-    assert staged - plain == pytest.approx(4 * 2 * MIB / 24e9, rel=1e-9)
+    staged = _time(topology, collective, size, gpus, True)
+    plain = _time(topology, collective, size, gpus, False)
+    assert staged - plain == pytest.approx(loops * 2 * MIB / 24e9, rel=1e-9)
 
 
 def test_one_node_moves_nothing():
