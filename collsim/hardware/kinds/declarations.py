@@ -194,28 +194,27 @@ def _shm_reachable(doc: Document, line: float | None, pcie: float | None,
     return shm
 
 
-PICK_SCALES = (1 / 16, 16)  # beyond these NCCL's model would not be describing the machine
-TREE_RATINGS = (1 / 16, 16)  # likewise for NCCL's rating of its tree
+CHOICE_FACTORS = (1 / 16, 16)  # beyond these NCCL's model would not be describing the machine
+
+
+def _choice_factor(doc: Document, name: str, what: str) -> float | None:
+    """``nccl.<name>``, a factor on ``what`` in NCCL's choice (pick_scale, tree_rating), or
+    None when the file sets none."""
+    value = at(doc.data, ("nccl", name))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not CHOICE_FACTORS[0] <= float(value) <= CHOICE_FACTORS[1]:
+        raise doc.error(("nccl", name), f"expected a factor on {what} from 1/16 to 16, got "
+                        f"{value!r}")
+    return float(value)
 
 
 def _pick_scale(doc: Document) -> float | None:
-    value = at(doc.data, ("nccl", "pick_scale"))
-    if value is None:
-        return None
-    if isinstance(value, bool) or not PICK_SCALES[0] <= float(value) <= PICK_SCALES[1]:
-        raise doc.error(("nccl", "pick_scale"), f"expected a factor on the size from 1/16 to "
-                        f"16, got {value!r}")
-    return float(value)
+    return _choice_factor(doc, "pick_scale", "the size")
 
 
 def _tree_rating(doc: Document) -> float | None:
-    value = at(doc.data, ("nccl", "tree_rating"))
-    if value is None:
-        return None
-    if isinstance(value, bool) or not TREE_RATINGS[0] <= float(value) <= TREE_RATINGS[1]:
-        raise doc.error(("nccl", "tree_rating"), f"expected a factor on NCCL's tree "
-                        f"bandwidth from 1/16 to 16, got {value!r}")
-    return float(value)
+    return _choice_factor(doc, "tree_rating", "NCCL's tree bandwidth")
 
 
 def line_rates(spec: NodeSpec) -> dict[str, float]:
