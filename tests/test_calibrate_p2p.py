@@ -94,6 +94,23 @@ def test_auto_sendrecv_runs_nccls_p2p_program_on_its_channels():
         assert chosen.busbw_GBps == pytest.approx(chosen.algbw_GBps)  # nccl-tests' factor 1
 
 
+@pytest.mark.parametrize("nodes, per_node, channels", [(10, 8, 1), (10, 1, 2), (2, 1, 4)])
+def test_each_p2p_channel_drives_the_network_at_nccls_per_channel_figure(nodes, per_node,
+                                                                         channels):
+    """NCCL gives one sendrecv 1 channel on 10 x 8 GPUs and 2 on 10 x 1 (the per-peer count
+    halved while it times ceil(ranks / 8) exceeds the p2p channels, 16 and 4), 4 on 2 x 1;
+    each channel carries NCCL_P2P_PER_CHANNEL_NET_BW = 14 GB/s across the network, so 1 GiB
+    moves at 14 and 28 GB/s less the call's few tens of us, and 4 channels (56) leave the
+    400 Gb/s NIC the bound (48 GB/s reached)."""
+    topology = load_topology(PRESET, {"nodes": nodes})
+    gpus = [node * 8 + g for node in range(nodes) for g in range(per_node)]
+    size = 2**30
+    chosen = predict(topology, "sendrecv", len(gpus), size, gpus=gpus)
+    assert chosen.pick.channels == channels
+    cap = min(channels * 14.0, 50.0 * 0.96)
+    assert cap * 0.99 < chosen.algbw_GBps <= cap
+
+
 def test_a_sendrecv_table_is_told_from_an_allreduce_by_its_busbw():
     """sendrecv_perf prints its op (sum) like all_reduce_perf; on more than 2 ranks its
     busbw = algbw tells it apart, on 2 ranks (allreduce's factor is 1 too) nothing does."""

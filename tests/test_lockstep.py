@@ -5,6 +5,7 @@ link."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +104,27 @@ def test_lockstep_on_a_cluster_and_the_fallback_with_several_lanes():
     quick, full = both(topology, "allreduce", 24, 3 << 20, {"channels": 4})
     assert quick.path == "full"
     same(quick, full)
+
+
+def test_a_network_channel_cap_binds_only_routes_that_cross_the_network():
+    """NCCL's p2p figure per channel across nodes (``net_channel_cap``): a sendrecv on 2
+    nodes of 8 (1 MiB a rank, within a connection's slots) moves its two sends between the
+    nodes at 2 x 3 GB/s on 2 channels, the lockstep path and the events to the bit; the
+    same call inside one node of that machine takes as long as without the cap."""
+    topology = load_topology(CLUSTER, {"nodes": 2})
+    plain = cost_model(topology, "ring", "Simple")
+    capped = replace(plain, net_channel_cap=3e9)
+    size = 1 << 20
+    quick, full = both(topology, "sendrecv", 16, size, {"channels": 2}, capped, "nccl_p2p")
+    assert quick.path == "lockstep"
+    same(quick, full)
+    assert quick.time >= size / (2 * 3e9)
+    free, _ = both(topology, "sendrecv", 16, size, {"channels": 2}, plain, "nccl_p2p")
+    assert free.time < quick.time / 2
+    inside = {"channels": 2, "placement": list(range(8))}
+    quick, full = both(topology, "sendrecv", 8, size, inside, capped, "nccl_p2p")
+    same(quick, full)
+    assert quick.time == both(topology, "sendrecv", 8, size, inside, plain, "nccl_p2p")[0].time
 
 
 @settings(max_examples=30, deadline=None)

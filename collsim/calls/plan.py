@@ -33,7 +33,7 @@ from collsim.nccl.adapter import nccl_system
 from collsim.nccl.choice import channels as nccl_channels
 from collsim.nccl.choice import choose
 from collsim.nccl.p2p import chunk_bytes, operation_channels
-from collsim.nccl.protocols import cost_model, nccl_figures, p2p_slices
+from collsim.nccl.protocols import cost_model, nccl_figures, p2p_network_cap, p2p_slices
 from collsim.nccl.tuning import model as tuning_model
 from collsim.params import CallParams
 
@@ -122,6 +122,10 @@ def plan_call(call: CallSpec, gpus: Sequence[int]) -> Plan:
         # sent as NCCL's point-to-point path sends (its p2p chunks across the network)
         model = p2p_slices(cost_model(topology, TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL, gpus),
                            chunk_bytes(nccl_system(topology, gpus)))
+        if collective == "sendrecv" and algorithm == POINT_TO_POINT["sendrecv"]:
+            # its lane stands for NCCL's channels of the operation, each at NCCL's p2p
+            # figure across the network (alltoall's lanes do not split a peer as NCCL does)
+            model = p2p_network_cap(model)
         if has_channels:
             params["channels"] = textbook_channels(call, gpus) if channels == "auto" \
                 else channels

@@ -1,7 +1,9 @@
 """Capped routes: where the cost model caps bandwidth (:func:`collsim.engine.costs.caps`), a
 send from GPU g on lane k also crosses a virtual link (call, g, k) of
 ``weight_k x channel_cap`` and a virtual link (call, g) of ``gpu_cap``, created when first
-used. :class:`CapLinks` is that part of :class:`collsim.engine.simulation.Call`."""
+used; a send whose route crosses the network also crosses a virtual link (call, g, k, network)
+of ``weight_k x net_channel_cap`` where the model has one. :class:`CapLinks` is that part of
+:class:`collsim.engine.simulation.Call`."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from collsim.engine.fabric import Fabric
 from collsim.engine.maxmin import Channel
+from collsim.engine.staging import crosses_network
 from collsim.errors import SimulationError
 from collsim.program import Job
 
@@ -28,12 +31,14 @@ class CapLinks:
     job: Job
     channel_cap: float | None
     gpu_cap: float | None
+    net_channel_cap: float | None
     _routes: dict[tuple[int, int, int], Route]
-    _virtual: dict[tuple[int, int], Channel]
+    _virtual: dict[tuple[int, int, bool], Channel]
 
     def _capped_route(self, src: int, dst: int, lane: int) -> Route:
         """The fabric's route from ``src`` to ``dst`` plus, from a GPU, the virtual links of
-        its lane's channel cap and of its total cap."""
+        its lane's channel cap, of its total cap and, across the network, of its lane's
+        network cap."""
         key = (src, dst, lane)
         route = self._routes.get(key)
         if route is None:
@@ -46,16 +51,29 @@ class CapLinks:
                     extra.append(self._virtual_link(src, lane))
                 if self.gpu_cap is not None:
                     extra.append(self._virtual_link(src, -1))
+                if self.net_channel_cap is not None and self._crosses(src, dst):
+                    extra.append(self._virtual_link(src, lane, network=True))
             for channel in extra:
                 bottleneck = min(bottleneck, channel.bandwidth)
             route = self._routes[key] = (channels + tuple(extra), latency, bottleneck)
         return route
 
-    def _virtual_link(self, gpu: int, lane: int) -> Channel:
-        """GPU ``gpu``'s virtual link of lane ``lane`` (-1: of its total cap), made once."""
-        link = self._virtual.get((gpu, lane))
+    def _virtual_link(self, gpu: int, lane: int, network: bool = False) -> Channel:
+        """GPU ``gpu``'s virtual link of lane ``lane`` (-1: of its total cap; ``network``: of
+        the lane's cap across the network), made once."""
+        key = (gpu, lane, network)
+        link = self._virtual.get(key)
         if link is None:
-            bandwidth = self.gpu_cap if lane < 0 else \
-                self.job.lane_weight(lane) * self.channel_cap
-            link = self._virtual[gpu, lane] = Channel(bandwidth)
+            if network:
+                bandwidth = self.job.lane_weight(lane) * self.net_channel_cap
+            elif lane < 0:
+                bandwidth = self.gpu_cap
+            else:
+                bandwidth = self.job.lane_weight(lane) * self.channel_cap
+            link = self._virtual[key] = Channel(bandwidth)
         return link
+
+    def _crosses(self, src: int, dst: int) -> bool:
+        """Whether the topology's route from ``src`` to ``dst`` crosses a network link."""
+        topology = self.simulation.topology
+        return crosses_network([topology.links[i] for i in topology.route(src, dst)])

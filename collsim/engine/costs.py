@@ -16,7 +16,10 @@ It may also cap what NCCL's kernels can move, with two fields read by :func:`cap
 ``channel_cap``, the payload bytes/s one NCCL channel moves at most (LL128's per-channel
 maxima), and ``gpu_cap``, the payload bytes/s one GPU's channels move at most together in
 one call (LL's total). The fabric charges them as virtual links on the sending side (see
-:mod:`collsim.engine.simulation`); None caps nothing and costs nothing.
+:mod:`collsim.engine.simulation`); None caps nothing and costs nothing. An optional
+``net_channel_cap`` (read by :func:`network_cap`) caps one channel's payload bytes/s on
+routes that cross the network only: NCCL's figure for a point-to-point channel driving a
+NIC (docs/nccl.md#algorithms-p2p).
 
 A third field, ``send_buffer`` (read by :func:`buffered`), is the payload bytes a
 connection's receiver buffers ahead of its receive, as NCCL's slots do: a send that fits
@@ -94,6 +97,12 @@ def caps(model: CostModel) -> tuple[float | None, float | None]:
     return model.channel_cap, model.gpu_cap
 
 
+def network_cap(model: CostModel) -> float | None:
+    """The payload bytes/s one channel moves at most on a route across the network (the
+    model's optional ``net_channel_cap``), None where it caps nothing."""
+    return getattr(model, "net_channel_cap", None)
+
+
 def buffered(model: CostModel) -> float:
     """The payload bytes ``model``'s connections buffer ahead of their receives (module
     docstring); 0 when sends wait for their receives."""
@@ -123,7 +132,7 @@ def path_costs(topology: Topology, model: CostModel) -> tuple[float, float] | No
     figures stand. A model with caps (:func:`caps`) has no closed form.
     """
     figures = topology.path_parameters()
-    if any(cap is not None for cap in caps(model)):
+    if any(cap is not None for cap in (*caps(model), network_cap(model))):
         return None  # a capped channel or GPU is a bottleneck no closed form knows
     if figures is None or topology.gpus < 2:
         return figures

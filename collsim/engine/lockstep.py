@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collsim.engine.costs import buffered, caps
+from collsim.engine.costs import buffered, caps, network_cap
 from collsim.engine.fabric import Fabric
-from collsim.engine.staging import Staging
+from collsim.engine.staging import Staging, crosses_network
 from collsim.program import Copy, Job, ProgramFactory, Recv, Send
 
 
@@ -322,12 +322,16 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
     used: set[int] = set()
     weight = job.lane_weight(lane)
     index = links.index
+    net_cap, topology = network_cap(fabric.costs), fabric.topology
     for i, (s, r) in enumerate(zip(senders.tolist(), receivers.tolist(), strict=True)):
         channels, lat, neck = fabric.route(gpus[s], gpus[r])
         # Simulation._capped_route: a GPU's lane and total caps are links of its own, and
         # each GPU sends once per step, so they are never shared either.
         if channel_cap is not None:
             neck = min(neck, weight * channel_cap)
+        if net_cap is not None and crosses_network(
+                [topology.links[i] for i in topology.route(gpus[s], gpus[r])]):
+            neck = min(neck, weight * net_cap)
         if gpu_cap is not None:
             neck = min(neck, gpu_cap)
         for channel in channels:

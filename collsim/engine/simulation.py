@@ -26,8 +26,9 @@ channels side by side, and a job without lanes has the GPU's whole reduce bandwi
 
 Where the cost model caps bandwidth (:func:`collsim.engine.costs.caps`), a send from GPU g on
 lane k also crosses a virtual link (call, g, k) of ``weight_k x channel_cap`` and a virtual
-link (call, g) of ``gpu_cap``, created when first used; without caps routes are the
-fabric's own and nothing is added on the hot path.
+link (call, g) of ``gpu_cap``, created when first used, and a send across the network one
+of ``weight_k x net_channel_cap`` (:func:`collsim.engine.costs.network_cap`); without caps
+routes are the fabric's own and nothing is added on the hot path.
 
 :class:`Call` here posts, matches and resumes; its buffered sends, its combines and its
 capped routes are mixins of their own (:mod:`collsim.engine.buffers`,
@@ -46,7 +47,7 @@ import simpy
 from collsim.engine.buffers import BufferedSends, Connection, Posted
 from collsim.engine.caplinks import CapLinks, Route
 from collsim.engine.combines import Combines
-from collsim.engine.costs import IDEAL, CostModel, buffered, caps
+from collsim.engine.costs import IDEAL, CostModel, buffered, caps, network_cap
 from collsim.engine.fabric import Fabric
 from collsim.engine.loop import call_later, clock
 from collsim.engine.maxmin import Channel
@@ -194,15 +195,17 @@ class Call(BufferedSends, Combines, CapLinks):
         self._admitted: list[bool] | None = None  # ranks started one by one (admit)
         self.result: CallResult | None = None
         self.channel_cap, self.gpu_cap = caps(simulation.costs)
+        self.net_channel_cap = network_cap(simulation.costs)
         # Bytes a connection buffers ahead of its receive (0: the rendezvous), and the
         # connections of buffered sends by (sender, receiver, lane).
         self.send_buffer = buffered(simulation.costs)
         self._connections: dict[tuple, Connection] = {}
-        self.capped = self.channel_cap is not None or self.gpu_cap is not None
+        self.capped = self.channel_cap is not None or self.gpu_cap is not None \
+            or self.net_channel_cap is not None
         # The delay of a message crossing the network for the GPU's copies of its slices.
         self._staging = Staging.of(simulation.costs, topology)
         self._routes: dict[tuple[int, int, int], Route] = {}
-        self._virtual: dict[tuple[int, int], Channel] = {}
+        self._virtual: dict[tuple[int, int, bool], Channel] = {}
         # Peers a rank may name, and, when only representatives of orbits run, how their
         # sends and receives meet (collsim.engine.symmetry.OrbitKeys); None: rank to rank.
         self._peer_bound = self.nranks

@@ -42,6 +42,8 @@ What goes in (physical, or NCCL's measured engine limits):
   :func:`nvls_tree_share`, as NCCL's model prices its in-node part; on a PCIe switch's
   uplink, where NCCL stages GPU pairs through host memory (:mod:`collsim.nccl.shm`), x SHM's
   share; x the protocol's declared ``efficiency`` (at most 1 on the links).
+- ``net_channel_cap`` (point-to-point sends only, :func:`p2p_network_cap`): the payload B/s
+  one channel moves on a route across the network, NCCL's ``NCCL_P2P_PER_CHANNEL_NET_BW``.
 - ``channel_cap`` (payload B/s one channel moves, per GPU) and ``gpu_cap`` (payload B/s a GPU
   moves over all channels): NCCL's per-architecture limits of one SM running a protocol
   (``perChMaxRingLL128Bw``, ``perChMaxTreeLL128Bw``, ``perChMaxTreeBw``, ``perChMaxNVLSTreeBw``)
@@ -65,6 +67,7 @@ from collsim.hardware.machine import CLASS_OF_KIND, LINK_CLASSES, NcclFigures
 from collsim.hardware.nccl_names import PROTOCOLS, algorithm_name, protocol_name
 from collsim.hardware.topology import Link, Topology
 from collsim.nccl import constants as C
+from collsim.nccl.p2p import P2P_PER_CHANNEL_NET_GBPS
 from collsim.nccl.shm import shm_share, stages_through_host
 from collsim.nccl.tuning import SIMPLE_ONLY, TREE_FAMILIES, tree_hops_us
 
@@ -101,6 +104,7 @@ class ProtocolCosts:
     slice_bytes: float = 0.0    # payload bytes the proxy forwards whole, per channel
     write_seconds: float = 0.0  # seconds per byte of a channel's write of a network slice
     read_seconds: float = 0.0   # seconds per byte of a channel's read of a network slice
+    net_channel_cap: float | None = None  # payload B/s of one channel across the network
 
     @property
     def launch(self) -> float:
@@ -132,7 +136,8 @@ class ProtocolCosts:
                       for c, s in zip(LINK_CLASSES, self.step_latency, strict=True))
         return (self.family, self.protocol, steps, tuple(sorted(self.efficiency.items())),
                 self.wire_ratio, self.channel_cap, self.gpu_cap, self.nodes, self.own_latency,
-                self.send_buffer, self.slice_bytes, self.write_seconds, self.read_seconds)
+                self.send_buffer, self.slice_bytes, self.write_seconds, self.read_seconds,
+                self.net_channel_cap)
 
 
 def nccl_figures(topology: Topology) -> NcclFigures | None:
@@ -269,6 +274,17 @@ def p2p_slices(model: CostModel, chunk: int) -> CostModel:
     if not isinstance(model, ProtocolCosts) or model.slice_bytes <= 0:
         return model
     return replace(model, slice_bytes=min(model.slice_bytes, float(chunk)))
+
+
+def p2p_network_cap(model: CostModel) -> CostModel:
+    """``model`` for NCCL's point-to-point operations across nodes, whose every channel
+    drives the network at ``NCCL_P2P_PER_CHANNEL_NET_BW`` (14 GB/s) at most: NCCL's own
+    figure for one p2p channel, by which it gives a peer on another node as many channels as
+    its NICs need (``ncclTopoGetNchannels``, src/graph/paths.cc; docs/nccl.md#algorithms-p2p).
+    On one node ``model`` as is."""
+    if not isinstance(model, ProtocolCosts) or model.nodes <= 1:
+        return model
+    return replace(model, net_channel_cap=P2P_PER_CHANNEL_NET_GBPS * GB)
 
 
 def buffer_payload(protocol: str, simple_buffer: int | None = None) -> float:
