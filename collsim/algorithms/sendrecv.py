@@ -5,7 +5,9 @@ local copy.
 
 ``direct`` is the textbook exchange; ``nccl_p2p`` is NCCL's p2p path: the same exchange
 spread over the channels NCCL gives one operation (:mod:`collsim.nccl.p2p`), one lane of that
-many channels. Every port carries one send and one receive, so both take α + n·β.
+many channels, each carrying at most NCCL's 14 GB/s across the network
+(:func:`collsim.nccl.protocols.p2p_network_cap`). Every port carries one send and one
+receive, so both take α + n·β.
 """
 
 from __future__ import annotations
