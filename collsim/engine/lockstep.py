@@ -330,7 +330,7 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
         if channel_cap is not None:
             neck = min(neck, weight * channel_cap)
         if net_cap is not None and crosses_network(
-                [topology.links[i] for i in topology.route(gpus[s], gpus[r])]):
+                [topology.links[k] for k in topology.route(gpus[s], gpus[r])]):
             neck = min(neck, weight * net_cap)
         if gpu_cap is not None:
             neck = min(neck, gpu_cap)
