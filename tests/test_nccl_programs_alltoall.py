@@ -145,3 +145,20 @@ def test_two_h100_nodes_keep_every_nic_busy_the_whole_call():
     by_hand = 8 * size / 16 / reach + 7 * size / 16 / costs.bandwidth(nvlink)
     assert 0 < one_at_a_time - by_hand < 15 * 20e-6    # and 15 rounds' latencies
     assert one_at_a_time - recorded.time_s > 7 * size / 16 / costs.bandwidth(nvlink) * 0.9
+
+
+def test_closed_form_with_nccls_batches_on_the_switch():
+    """Batches of 8 rounds, operations cut into parts (whole 4 KiB parts): one α per batch
+    on the busiest channel, every byte through the port. 16 ranks have rounds in 2 groups of
+    8, 33 ranks in 5 (round 32 alone), and on 4 channels each channel holds a round of each
+    group; 8 ranks are one group, one batch on every channel."""
+    machine = switch("ideal", 64, 0.7e-6, 50e9)
+    for p, params, waves in ((16, {"channels": 1, "batch": 8}, 2),
+                             (33, {"channels": 4, "peer_channels": 2, "batch": 8}, 5),
+                             (8, {"channels": 32, "peer_channels": 4, "batch": 8}, 1),
+                             (16, {"channels": 32, "peer_channels": 4, "batch": 8}, 2)):
+        size = 4096 * 4 * p * 64
+        result = simulate(machine, "alltoall", "nccl_p2p", p, size, params)
+        assert result.time_s == pytest.approx(result.analytic_time_s, rel=1e-9)
+        assert result.analytic_time_s == pytest.approx(
+            waves * 1.4e-6 + (p - 1) / p * size / 50e9, rel=1e-12), (p, params)

@@ -80,7 +80,7 @@ def _prepare(job: Job, topology: Any, gpus: list[int]) -> Job:
 
 @register(
     "alltoall", "nccl_p2p",
-    formula="⌈batches⌉·α + (p-1)/p·n·β, batches on the busiest channel",
+    formula="b·α + (p-1)/p·n·β, b = batches one after another on the busiest channel",
     cost=_cost,
     source="NCCL src/init.cc ncclP2pSchedule, src/include/channel.h "
            "ncclP2pChannelBaseForRound, src/enqueue.cc ncclAddWorkBatchToPlan (grouped "
