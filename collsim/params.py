@@ -30,6 +30,8 @@ class CallParams(TypedDict, total=False):
     window: int                      # chunks in flight on a connection
     units: int                       # units a chunk is forwarded in inside a node
     inter: str                       # hierarchical: the algorithm between nodes
+    peer_channels: int               # NCCL's alltoall: channels one peer's data is cut over
+    batch: int                       # NCCL's alltoall: operations a channel runs at once
 
 
 def dtype_name(params: Mapping[str, Any]) -> str:

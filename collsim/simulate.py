@@ -119,7 +119,9 @@ COLUMNS = TABLE_COLUMNS  # the columns PointResult.row() fills
 
 # Parameters that count something, 1 or more: what they count.
 COUNT_PARAMS = {"window": "chunks in flight on a connection",
-                "units": "units a chunk is forwarded in inside a node"}
+                "units": "units a chunk is forwarded in inside a node",
+                "peer_channels": "channels one peer's data is cut over",
+                "batch": "operations a channel runs at once"}
 
 
 def accepted_params(algorithm: Algorithm) -> tuple[str, ...]:

@@ -32,7 +32,8 @@ from collsim.hardware.topology import Topology
 from collsim.nccl.adapter import nccl_system
 from collsim.nccl.choice import channels as nccl_channels
 from collsim.nccl.choice import choose
-from collsim.nccl.p2p import chunk_bytes, operation_channels
+from collsim.nccl.p2p import chunk_bytes, operation_channels, p2p_channels
+from collsim.nccl.p2p_schedule import PER_BATCH
 from collsim.nccl.protocols import cost_model, nccl_figures, p2p_network_cap, p2p_slices
 from collsim.nccl.tuning import model as tuning_model
 from collsim.params import CallParams
@@ -41,7 +42,8 @@ SELECTORS = ("auto", "best")   # algorithm names that pick a registered algorith
 # NCCL runs alltoall and sendrecv as grouped sends and receives, which its tuner does not
 # model; auto runs collsim's program of them when it is registered, under Simple costs: for
 # sendrecv on the channels NCCL's p2p path gives one operation (collsim.nccl.p2p), for
-# alltoall on one (how NCCL spreads its peers over channels is not modelled).
+# alltoall on NCCL's p2p channels, each operation cut into the parts NCCL gives it and each
+# channel running NCCL's batches of operations at once (collsim.nccl.p2p_schedule).
 POINT_TO_POINT = {"alltoall": "nccl_p2p", "sendrecv": "nccl_p2p"}
 NCCL_PARAMS = ("protocol", "channels")
 TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL = "ring", "Simple"
@@ -129,6 +131,8 @@ def plan_call(call: CallSpec, gpus: Sequence[int]) -> Plan:
         if has_channels:
             params["channels"] = textbook_channels(call, gpus) if channels == "auto" \
                 else channels
+            for name, value in p2p_layout(call, gpus, params["channels"]).items():
+                params.setdefault(name, value)
         return Plan(params, model if costs is None else costs,
                     None if costs is not None else TEXTBOOK_PROTOCOL,
                     params.get("channels") if has_channels else None)
@@ -165,11 +169,31 @@ def takes_channels(collective: str, algorithm: str) -> bool:
 
 def textbook_channels(call: CallSpec, gpus: Sequence[int]) -> int:
     """The channels a program outside NCCL's tuner runs on when none are given: NCCL's p2p
-    channels of one operation for its sendrecv program, else 1."""
-    if call.collective != "sendrecv" or call.algorithm != POINT_TO_POINT["sendrecv"] \
-            or len(gpus) < 2:
+    channels of one operation for its sendrecv program, the communicator's p2p channels for
+    its alltoall program, else 1."""
+    if call.algorithm != POINT_TO_POINT.get(call.collective) or len(gpus) < 2:
         return 1
-    return operation_channels(nccl_system(call.topology, gpus), call.size_bytes)
+    system = nccl_system(call.topology, gpus)
+    if call.collective == "alltoall":
+        return p2p_channels(system)[0] if system.nodes > 1 else 1
+    return operation_channels(system, call.size_bytes)
+
+
+def p2p_layout(call: CallSpec, gpus: Sequence[int], channels: int) -> CallParams:
+    """What NCCL's p2p path implies for its alltoall program on ``channels`` channels across
+    nodes: each operation (size / ranks bytes) cut into the parts NCCL gives it, and NCCL's
+    batch of operations a channel runs at once. Nothing for other programs, nor on one node,
+    where the program keeps one round at a time per channel: NCCL runs every peer at once
+    there too, but what then bounds it, the p2p kernel's copy rate per channel, is not
+    modelled (docs/misses.md#alltoall)."""
+    if call.collective != "alltoall" or call.algorithm != POINT_TO_POINT["alltoall"] \
+            or len(gpus) < 2:
+        return {}
+    system = nccl_system(call.topology, gpus)
+    if system.nodes < 2:
+        return {}
+    parts = operation_channels(system, call.size_bytes // len(gpus))
+    return {"peer_channels": min(parts, channels), "batch": PER_BATCH}
 
 
 def nccl_defaults(topology: Topology, collective: str, algorithm: str, gpus: Sequence[int],
