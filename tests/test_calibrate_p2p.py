@@ -109,6 +109,21 @@ def test_the_fixtures_are_what_the_recorder_prints():
         assert path.read_text() == record.log_text(collective), path.name
 
 
+def test_the_p2p_path_crosses_a_nic_at_its_own_reach_and_the_rings_at_theirs():
+    """sendrecv on 2 nodes of 8: one GPU a node sends across, through its one NIC, so at
+    1 GiB its busbw is what the p2p path reaches of that NIC (80% of 50 GB/s declared; the
+    rings' 48 GB/s undeclared); a ring's time does not move with the p2p figure."""
+    plain = load_topology(PRESET, {"nodes": 2})
+    p2p = load_topology(PRESET, {"nodes": 2, "nccl.reachable.p2p": "80%"})
+    nic = plain.machine.nccl.line["network"] / 1e9
+    for topology, reach in ((plain, plain.machine.nccl.reached("network") / 1e9),
+                            (p2p, 0.8 * nic)):
+        busbw = predict(topology, "sendrecv", 16, 2**30).busbw_GBps
+        assert 0.98 * reach <= busbw <= reach
+    assert predict(p2p, "allreduce", 16, 2**30, "ring").time_s == \
+        predict(plain, "allreduce", 16, 2**30, "ring").time_s
+
+
 @pytest.fixture(scope="module")
 def fitted():
     cases = [case_from_run(run, PRESET) for path in record.FILES.values()
