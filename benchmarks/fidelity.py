@@ -22,6 +22,8 @@ busbw.png (benchmarks/fidelity_figure.py, which redraws it alone). Fits are cach
     python benchmarks/fidelity.py --no-calibrate --runs a3mega --runs aws-p   # a few runs,
         per run, printed only (the table, rows.csv and the figure are left as they are); without
         --no-calibrate also the pairs (e, f) whose two runs are among them
+    python benchmarks/fidelity.py --pairs --runs ntc-h100-2x1 --runs ntc-h100-10x1   # the
+        pairs (e, f) among the runs alone, without the runs' leave-one-out fits
     python benchmarks/fidelity.py --shard 0/2 & python benchmarks/fidelity.py --shard 1/2; \
         wait; python benchmarks/fidelity.py        # the fits on two cores, then the table
 """
@@ -380,7 +382,12 @@ def main() -> int:
     parser.add_argument("--runs", action="append", metavar="SUBSTRING",
                         help="only the runs whose id contains SUBSTRING (repeatable): their "
                         "errors per run are printed, and no file but the cache is written")
+    parser.add_argument("--pairs", action="store_true",
+                        help="with --runs: fit and print the pairs (e, f) among the runs, "
+                        "without the runs' leave-one-out fits (c)")
     args = parser.parse_args()
+    if args.pairs and (args.no_calibrate or not args.runs):
+        parser.error("--pairs takes --runs and fits the pairs: leave out --no-calibrate")
     started = time.time()
     cache = json.loads(CACHE.read_text()) if CACHE.is_file() else {}
     stamp = source_stamp()
@@ -420,7 +427,8 @@ def main() -> int:
             skipped.append(f"{spec.run_id}: {exc}")
             continue
         calibrated = {}
-        if not args.no_calibrate and spec.nodes * spec.per_node <= args.max_ranks:
+        if not args.no_calibrate and not args.pairs \
+                and spec.nodes * spec.per_node <= args.max_ranks:
             calibrated = loo(spec, cache)
         factor = COLLECTIVES[spec.collective].busbw_factor(spec.nodes * spec.per_node)
         for i, row in enumerate(spec.rows):

@@ -151,7 +151,18 @@ def test_nvls_reach_and_a_protocol_efficiency_scale_what_the_cost_model_gives():
         1.5 * cost_model(plain, "ring", "LL", gpus=range(8)).gpu_cap)
 
 
+def test_the_p2p_paths_reach_of_a_nic_is_its_own_and_else_the_rings():
+    nccl = topology_from_text(CLUSTER, {"nccl.reachable.p2p": "80%"}).machine.nccl
+    assert nccl.p2p_reached() == pytest.approx(40e9)  # 80% of the 400 Gb/s port
+    assert nccl.reached("network") == pytest.approx(48e9)  # the rings' as declared
+    plain = topology_from_text(CLUSTER).machine.nccl
+    assert plain.p2p_reachable is None and plain.p2p_reached() == plain.reached("network")
+    assert topology_from_text(NODE.split("nics:")[0] + NCCL).machine.nccl.p2p_reached() is None
+
+
 @pytest.mark.parametrize("text, overrides, key, expected", [
+    (CLUSTER, {"nccl.reachable.p2p": "51GB/s"}, "nccl.reachable.p2p",
+     "more than the line rate of 50 GB/s (node.nics.link.bandwidth)"),
     (NODE, {"nccl.reachable.nvls": "500GB/s"}, "nccl.reachable.nvls",
      "more than the line rate of 450 GB/s (nvlink.bandwidth)"),
     (NODE, {"nccl.protocols.LL.efficiency": "250%"}, "nccl.protocols.LL.efficiency",

@@ -57,6 +57,11 @@ def test_a_cluster_shows_its_cross_node_figures(capsys):
     assert "nccl_tree, nvls_tree: base includes NCCL's tree latency" in out
     assert row(out, "tree", "TREE,")[:4] == ["tree", "TREE,", "8", "x"]
     assert "channels      16 at run time, NVLS 16" in out
+    # the p2p path's reach of a NIC: the rings' unless the file gives its own
+    assert row(out, "p2p")[1:4] == ["48", "GB/s", "(96%):"] and out.count("as the network's")
+    declared = show(capsys, "h100-cluster", "--set", "nccl.reachable.p2p=40GB/s")
+    assert row(declared, "p2p")[1:4] == ["40", "GB/s", "(80%):"]
+    assert "the file's reachable.p2p" in declared
 
 
 def test_sharp_shows_collnet_and_a_pcie_server_shows_only_its_classes(capsys):

@@ -12,6 +12,9 @@ not describe (a one-node fit leaves the network as the preset has it):
   network stack's per-message overhead: the proxy, the NIC, TCP sockets or EFA);
 - ``reachable.nvlink``/``pcie``/``network``: what NCCL's rings and trees reach on the class
   (at most its line rate);
+- ``reachable.p2p``: what NCCL's point-to-point path (sendrecv, alltoall) reaches of a NIC,
+  apart from the rings' (smaller messages from slots its peers share; docs/nccl.md#p2p-reach):
+  a p2p log fits it and leaves the rings' network as it was;
 - ``reachable.nvls``: what NVLS reaches through the NVSwitch's reduce and multicast, apart
   from the rings' NVLink (at most NVLink's line rate);
 - ``efficiency.LL``/``LL128``: the share of NCCL's bandwidth figures the protocol reaches:
@@ -76,6 +79,13 @@ def _reachable_bounds(link_class: str) -> Callable[[NcclFigures], tuple[float, f
     return bounds
 
 
+def _p2p_bounds(figures: NcclFigures) -> tuple[float, float]:
+    reached = figures.p2p_reached()
+    if reached is None:
+        return 1.0, 1.0
+    return 0.05 * figures.line["network"] / reached, figures.line["network"] / reached
+
+
 def _nvls_value(figures: NcclFigures) -> float | None:
     return figures.nvls_reachable if figures.nvls else None
 
@@ -98,6 +108,8 @@ FIGURES: tuple[Figure, ...] = (
     *(Figure(f"reachable.{c}", f"bandwidth NCCL reaches on {c} (per GPU / port)", "GB/s",
              _reachable_value(c), _reachable_bounds(c), "reachable")
       for c in ("nvlink", "network", "pcie")),  # network before pcie: on a tie it is named
+    Figure("reachable.p2p", "bandwidth NCCL's point-to-point path reaches on a NIC (per port)",
+           "GB/s", lambda f: f.p2p_reached(), _p2p_bounds, "reachable"),
     Figure("reachable.nvls", "bandwidth NVLS reaches through the NVSwitch (per GPU)", "GB/s",
            _nvls_value, _nvls_bounds, "reachable"),
     *(Figure(f"efficiency.{p}", f"share of NCCL's bandwidth figures {p} reaches (its caps; "
@@ -165,6 +177,9 @@ def apply(figures: NcclFigures, factors: Mapping[str, float]) -> NcclFigures:
         if factor != 1.0 and figures.reached(c) is not None:
             reachable[c] = min(figures.reached(c) * factor, figures.line[c])
     changes["reachable"] = reachable
+    p2p = factors.get("reachable.p2p", 1.0)
+    if p2p != 1.0 and figures.p2p_reached() is not None:
+        changes["p2p_reachable"] = min(figures.p2p_reached() * p2p, figures.line["network"])
     nvls = factors.get("reachable.nvls", 1.0)
     if nvls != 1.0 and figures.nvls_reachable is not None:
         changes["nvls_reachable"] = min(figures.nvls_reachable * nvls, figures.line["nvlink"])

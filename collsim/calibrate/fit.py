@@ -49,10 +49,12 @@ SMALLEST_MOVE = 1e-4  # in u: a step moving no figure further has converged (or 
 CONVERGED = 1e-5  # a step lowering the cost by less than this share ends the fit
 DAMPINGS = 6  # damped steps tried before the Jacobian is computed afresh
 CONTINUOUS = tuple(f.name for f in FIGURES if f.kind != "pick")
+# What NCCL's algorithms exercise: every figure but the p2p path's reach of a NIC.
+COLLECTIVE_FIGURES = tuple(name for name in CONTINUOUS if name != "reachable.p2p")
 _UNKEYED = itertools.count()  # keys of points whose cost model does not say what it depends on
 # What the calls of NCCL's p2p path (collsim's nccl_p2p, under Simple's costs) exercise, by
 # (collective, across nodes): see ``exercised``.
-_P2P_NETWORK = ("launch", "latency.network", "reachable.network")
+_P2P_NETWORK = ("launch", "latency.network", "reachable.p2p")
 _P2P_NODE = ("launch", "latency.Simple", "reachable.nvlink", "reachable.pcie")
 P2P_FIGURES = {(c, across): _P2P_NETWORK if across else _P2P_NODE
                for c in ("sendrecv", "alltoall") for across in (False, True)}
@@ -222,21 +224,22 @@ def unseen(cases: Sequence[Case], names: Sequence[str]) -> list[int]:
         kind, _, what = name.partition(".")
         if (kind in ("latency", "efficiency") and what in PROTOCOLS and what not in protocols) \
                 or (name == "reachable.nvls" and not nvls) \
-                or (what == "network" and nodes == 1):
+                or (what in ("network", "p2p") and nodes == 1):
             out.append(j)
     return out
 
 
 def exercised(cases: Sequence[Case]) -> list[str]:
-    """The continuous figures the cases' calls exercise, in registry order: every one for the
-    collectives NCCL's algorithms run; for its point-to-point calls (``P2P_FIGURES``) the
-    launch and, across nodes, the network's per-message overhead and reach, on one node the
-    links inside it. Where the p2p calls also cross NVLink across nodes (alltoall's peers on
+    """The continuous figures the cases' calls exercise, in registry order: for the
+    collectives NCCL's algorithms run every one but the p2p path's reach of a NIC; for its
+    point-to-point calls (``P2P_FIGURES``) the launch and, across nodes, the network's
+    per-message overhead and the p2p path's reach (not the rings'), on one node the links
+    inside it. Where the p2p calls also cross NVLink across nodes (alltoall's peers on
     the same node) the logs tell its figures apart from the network's too poorly to fit them:
     a one-node log does."""
     wanted: set[str] = set()
     for case in cases:
-        wanted.update(P2P_FIGURES.get((case.collective, case.nodes > 1), CONTINUOUS))
+        wanted.update(P2P_FIGURES.get((case.collective, case.nodes > 1), COLLECTIVE_FIGURES))
     return [name for name in CONTINUOUS if name in wanted]
 
 

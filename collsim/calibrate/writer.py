@@ -122,13 +122,16 @@ def _nccl_block(calibration: Calibration) -> list[str]:
     if figures.tree_rating is not None:
         out.append(f"  tree_rating: {figures.tree_rating:.4g}{note('tree_rating')}")
     reachable = [c for c in LINK_CLASSES if c in figures.reachable]
-    if reachable or figures.nvls_reachable is not None:
+    if reachable or figures.nvls_reachable is not None or figures.p2p_reachable is not None:
         out.append("  reachable:")
         out += [f"    {c}: {_bandwidth(figures.reachable[c], figures.line.get(c))}"
                 f"{note('reachable.' + c)}" for c in reachable]
     if figures.nvls_reachable is not None:
         out.append(f"    nvls: {_bandwidth(figures.nvls_reachable, figures.line.get('nvlink'))}"
                    f"{note('reachable.nvls')}")
+    if figures.p2p_reachable is not None:
+        out.append(f"    p2p: {_bandwidth(figures.p2p_reachable, figures.line.get('network'))}"
+                   f"{note('reachable.p2p')}")
     protocols = _protocols(figures)
     if protocols:
         scaled = sorted(n for n in fitted if n.startswith(("latency.", "efficiency.")))

@@ -34,7 +34,13 @@ from collsim.nccl.choice import channels as nccl_channels
 from collsim.nccl.choice import choose
 from collsim.nccl.p2p import chunk_bytes, operation_channels, p2p_channels
 from collsim.nccl.p2p_schedule import PER_BATCH
-from collsim.nccl.protocols import cost_model, nccl_figures, p2p_network_cap, p2p_slices
+from collsim.nccl.protocols import (
+    cost_model,
+    nccl_figures,
+    p2p_network_cap,
+    p2p_reach,
+    p2p_slices,
+)
 from collsim.nccl.tuning import model as tuning_model
 from collsim.params import CallParams
 
@@ -121,12 +127,15 @@ def plan_call(call: CallSpec, gpus: Sequence[int]) -> Plan:
             raise InputError(f"{collective}/{algorithm} is not one of NCCL's algorithms; it runs "
                              f"under the {TEXTBOOK_PROTOCOL} protocol's costs only",
                              key="param.protocol")
-        # sent as NCCL's point-to-point path sends (its p2p chunks across the network)
-        model = p2p_slices(cost_model(topology, TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL, gpus),
-                           chunk_bytes(nccl_system(topology, gpus)))
+        # sent as NCCL's point-to-point path sends (its p2p chunks across the network, at
+        # what that path reaches of a NIC)
+        model = p2p_reach(p2p_slices(cost_model(topology, TEXTBOOK_FAMILY, TEXTBOOK_PROTOCOL,
+                                                gpus), chunk_bytes(nccl_system(topology, gpus))),
+                          figures)
         if collective == "sendrecv" and algorithm == POINT_TO_POINT["sendrecv"]:
             # its lane stands for NCCL's channels of the operation, each at NCCL's p2p
-            # figure across the network (alltoall's lanes do not split a peer as NCCL does)
+            # figure across the network (an alltoall lane can stand for several of NCCL's
+            # channels at once, so it is not capped)
             model = p2p_network_cap(model)
         if has_channels:
             params["channels"] = textbook_channels(call, gpus) if channels == "auto" \

@@ -52,6 +52,13 @@ def format_nccl(topology: Topology) -> str | None:
             line = figures.line[link_class]
             lines.append(f"  {link_class:<10}{_gbps(line):<14}{_gbps(reached)} "
                          f"({100 * reached / line:.3g}%)")
+    p2p = figures.p2p_reached()
+    if p2p is not None:
+        source = ("the file's reachable.p2p" if figures.p2p_reachable is not None
+                  else "as the network's")
+        lines.append(f"  {'p2p':<10}{'':<14}{_gbps(p2p)} "
+                     f"({100 * p2p / figures.line['network']:.3g}%): a NIC under sendrecv "
+                     f"and alltoall, {source}")
     intra_class = "nvlink" if graphs.tree.over_nvlink else "pcie"
     if stages_through_host(figures, system.ranks // system.nodes, intra_class):
         share = shm_share(figures)

@@ -70,6 +70,9 @@ class NcclFigures:
     ``p2p_level``: NCCL_P2P_LEVEL, ``pxb`` or ``sys`` (None: NCCL's default for the CPU);
     ``shm_reachable``: what NCCL reaches between GPUs it stages through host memory (B/s on
     the PCIe reference link; None: ``collsim.nccl.shm.SHM_SHARE`` of the PCIe reach).
+    ``p2p_reachable``: what NCCL's point-to-point path (sendrecv, alltoall) reaches of a NIC
+    (B/s on the network reference link; None: what the rings reach, ``reached("network")``):
+    it sends in smaller messages from a pool of slots shared by its peers (docs/nccl.md#p2p-reach).
     ``environment``: the NCCL variables the machine's network plugin or its vendor's profile
     sets (``nccl.environment``: NCCL_ALGO, NCCL_PROTO as text, NCCL_NVLS_ENABLE,
     NCCL_MIN_NCHANNELS, NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE, NCCL_BUFFSIZE,
@@ -94,6 +97,7 @@ class NcclFigures:
     declared: frozenset[str] = frozenset()
     p2p_level: str | None = None
     shm_reachable: float | None = None
+    p2p_reachable: float | None = None
     environment: Mapping[str, str | int] = field(default_factory=dict)
 
     def reached(self, link_class: str) -> float | None:
@@ -102,6 +106,12 @@ class NcclFigures:
             return None
         share = self.transport_reach if link_class == "network" else 1.0
         return self.reachable.get(link_class, self.line[link_class] * share)
+
+    def p2p_reached(self) -> float | None:
+        """Bytes/s NCCL's point-to-point path reaches on a NIC; None without a network."""
+        if "network" not in self.line:
+            return None
+        return self.p2p_reachable if self.p2p_reachable is not None else self.reached("network")
 
     def efficiency(self, link_class: str) -> float:
         """Reachable over line rate for ``link_class`` (1 where nothing is declared)."""

@@ -287,6 +287,21 @@ def p2p_network_cap(model: CostModel) -> CostModel:
     return replace(model, net_channel_cap=P2P_PER_CHANNEL_NET_GBPS * GB)
 
 
+def p2p_reach(model: CostModel, figures: NcclFigures) -> CostModel:
+    """``model`` for point-to-point sends, whose network links carry what NCCL's p2p path
+    reaches of them (``reachable.p2p``) rather than what its rings reach: the p2p path sends
+    128 KiB chunks from slots its peers share, the rings 1 MiB slices from a buffer of their
+    own (docs/nccl.md#p2p-reach). The same model where the two reach alike."""
+    ring, p2p = figures.reached("network"), figures.p2p_reached()
+    if not isinstance(model, ProtocolCosts) or not ring or p2p is None or p2p == ring:
+        return model
+    efficiency = dict(model.efficiency)
+    for kind, link_class in CLASS_OF_KIND.items():
+        if link_class == "network":
+            efficiency[kind] = efficiency.get(kind, 1.0) * p2p / ring
+    return replace(model, efficiency=efficiency)
+
+
 def buffer_payload(protocol: str, simple_buffer: int | None = None) -> float:
     """Payload bytes the slots of one NCCL connection hold: the protocol's buffer (LL's and
     LL128's lines carry flags beside their data); Simple's is NCCL_BUFFSIZE where the machine's

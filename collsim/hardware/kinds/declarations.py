@@ -19,6 +19,8 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
                                 #   nvlsEfficiency x the NVLink reach)
         shm: 18GB/s             #   optional: GPU pairs NCCL stages through host memory
                                 #   (default: 75% of the pcie reach; collsim.nccl.shm)
+        p2p: 88%                #   optional: a NIC's port under NCCL's point-to-point path
+                                #   (sendrecv, alltoall; default: the network's reach)
       p2p_level: sys            # optional: NCCL_P2P_LEVEL, pxb | sys (default: NCCL's for the
                                 # CPU: pxb, sys on AMD up to 2 GPUs)
       pick_scale: 2             # optional: NCCL chooses algorithm and protocol as for twice
@@ -80,7 +82,7 @@ _OVERRIDE = {"latency": _BY_CLASS, "base": QUANTITY, "channel_cap": QUANTITY,
              "gpu_cap": QUANTITY, "efficiency": _SHARE}
 _REACHABLE = {"type": "object",
               "properties": {**{c: QUANTITY for c in LINK_CLASSES}, "nvls": QUANTITY,
-                             "shm": QUANTITY},
+                             "shm": QUANTITY, "p2p": QUANTITY},
               "additionalProperties": False}
 _FAMILY = {"type": "object", "properties": _OVERRIDE, "additionalProperties": False}
 # NCCL variables a plugin or a vendor's profile sets that collsim models; the lists are NCCL's
@@ -142,6 +144,8 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
         ("net_latency", data.get("net_latency") is not None),
         ("reachable.network", at(data, ("reachable", "network")) is not None)) if given)
     shm = _shm_reachable(doc, line.get("pcie"), reachable.get("pcie"), node)
+    p2p = (_reachable(doc, ("nccl", "reachable", "p2p"), line.get("network"), node, "network")
+           if at(data, ("reachable", "p2p")) is not None else None)
     return Machine(gpu, NcclFigures(
         launch=quantity(doc, ("nccl", "launch"), parse_time),
         cpu=data["cpu"], nvls=bool(data.get("nvls", False)),
@@ -155,6 +159,7 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
         transport=carrier.name if carrier else None,
         transport_reach=float(carrier.reachable.value) if carrier else 1.0,
         declared=declared, p2p_level=data.get("p2p_level"), shm_reachable=shm,
+        p2p_reachable=p2p,
         environment=_environment(doc)))
 
 
