@@ -144,6 +144,24 @@ def test_concatenated_runs_split_at_their_markers():
     assert alltoall.rows[0].in_place.wrong is None  # printed N/A
 
 
+def test_gb300_two_racks_figures_the_misses_quote():
+    """docs/misses.md#gb300-racks reads two figures off OCI's two-rack runs: alltoall moves a
+    quarter of a GPU's 2 x 400 Gb/s across the racks (each GPU sends half its buffer there),
+    and allreduce takes about 490 us at every size from 1 MiB to 16 MiB, where one rack takes
+    under 150 us."""
+    runs = read_logs(VALIDATION / "logs" / "oci-gb300-ar-a2a-1to32trays.txt")
+    one_rack, two_racks, alltoall = runs[2], runs[3], runs[7]
+    assert (one_rack.ranks, two_racks.ranks, alltoall.ranks) == (64, 128, 128)
+    large = [r.out_of_place for r in alltoall.rows if r.size_bytes >= 1 << 30]
+    across = [h.algbw_GBps / 2 for h in large]  # GB/s a GPU sends to the other rack
+    assert len(across) == 5 and all(0.22 <= a / 100.0 <= 0.26 for a in across)
+    small = [r for r in two_racks.rows if 1 << 20 <= r.size_bytes <= 16 << 20]
+    times = [h.time_us for r in small for h in (r.out_of_place, r.in_place)]
+    assert len(times) == 10 and min(times) >= 480 and max(times) <= 525
+    rack = [r.out_of_place.time_us for r in one_rack.rows if 1 << 20 <= r.size_bytes <= 16 << 20]
+    assert max(rack) < 150
+
+
 def test_log_details():
     (vp,) = read_logs(VALIDATION / "logs" / "vp-h100-1n-ar.txt")
     assert vp.header.ngpus == 8 and vp.hosts == ["g138"] and vp.nccl_version == "2.24.3"
