@@ -47,7 +47,10 @@ TREE_RATINGS = tuple(sorted((2 ** (j / 32) for j in range(-64, 65) if j),
 # fresh Jacobian fails: the coarse ones first (x1.65, x0.61), the fine ones if none helps.
 COORDINATE_MOVES = ((0.5, -0.5), (0.15, -0.15))
 SMALLEST_MOVE = 1e-4  # in u: a step moving no figure further has converged (or failed)
-CONVERGED = 1e-5  # a step lowering the cost by less than this share ends the fit
+# A step lowering the cost by less than this share ends the fit (the rms log error then moves
+# by less than 0.005% of itself). On the 4-node walkthrough log 1e-5 took 1,487 more
+# simulations (4,807 against 3,320, 90 CPU s) for a median error of 4.759% against 4.766%.
+CONVERGED = 1e-4
 DAMPINGS = 6  # damped steps tried before the Jacobian is computed afresh
 CONTINUOUS = tuple(f.name for f in FIGURES if f.kind != "pick")
 _UNKEYED = itertools.count()  # keys of points whose cost model does not say what it depends on
