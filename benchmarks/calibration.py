@@ -5,7 +5,7 @@ processes (``COLLSIM_JOBS``; the CPU seconds of the fit's own process are its wh
 with one), the simulations run, the fits tried and the fitted error.
 
     python benchmarks/calibration.py [--logs validation/logs/vp-h100-1n-ar.txt ...]
-        [--fixed-picks] [--jobs N]
+        [--fixed-picks] [--jobs N] [--figures]
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ def main() -> int:
                         help="search nccl.tree_rating too (collsim calibrate --tree-rating)")
     parser.add_argument("--jobs", type=int, help="worker processes (default: COLLSIM_JOBS, "
                         "else the cores this process may use)")
+    parser.add_argument("--figures", action="store_true",
+                        help="print each log's fitted figures (to compare two commits' fits)")
     args = parser.parse_args()
     if args.jobs:
         os.environ["COLLSIM_JOBS"] = str(args.jobs)
@@ -59,6 +61,9 @@ def main() -> int:
               f"{sum(len(c.sizes) for c in cases):>5} {progress.fit:>4} "
               f"{progress.simulations:>11,} {jobs:>4} {cpu:>7.1f} {wall:>7.1f}  {errors}, "
               f"{pick.value:g}", flush=True)
+        if args.figures:
+            print("  " + ", ".join(f"{f.name} {f.value:.6g}" for f in result.figures
+                                   if f.determined), flush=True)
     return 0
 
 

@@ -134,15 +134,24 @@ def pick_costs(topology: Topology, collective: str, size: int, gpus: Sequence[in
                chosen: Pick) -> CostModel:
     """The cost model :func:`simulate_pick` runs ``chosen`` under: all that its simulated
     time takes from the machine's NCCL figures (a fit caches simulations by it)."""
-    return plan(topology, collective, chosen.algorithm, list(gpus), size,
-                _params(collective, gpus, chosen)).costs
+    return pick_plan(topology, collective, size, gpus, chosen)[1]
+
+
+def pick_plan(topology: Topology, collective: str, size: int, gpus: Sequence[int],
+              chosen: Pick) -> tuple[dict, CostModel]:
+    """The call's parameters as planned (``chosen``'s, with what its protocol implies: the
+    chunk) and its cost model: a run of these parameters at another size keeps its loops."""
+    params = _params(collective, gpus, chosen)
+    planned = plan(topology, collective, chosen.algorithm, list(gpus), size, params)
+    return {**planned.params, **params}, planned.costs
 
 
 def simulate_pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
-                  chosen: Pick) -> Prediction:
-    """Simulate ``chosen`` for the call on ``gpus`` under the machine's cost model."""
+                  chosen: Pick, params: dict | None = None) -> Prediction:
+    """Simulate ``chosen`` for the call on ``gpus`` under the machine's cost model;
+    ``params``, if given, are the call's (:func:`pick_plan`'s, for a run at another size)."""
     result = simulate(topology, collective, chosen.algorithm, len(gpus), size,
-                      _params(collective, gpus, chosen))
+                      _params(collective, gpus, chosen) if params is None else params)
     return Prediction(collective, len(gpus), size, result.time_s, result.algbw_GBps,
                       result.busbw_GBps, chosen)
 

@@ -23,7 +23,9 @@ from collsim.calibrate.predict import Pick, Prediction, simulate_pick
 from collsim.errors import InputError
 from collsim.hardware.topology import Topology
 
-Task = tuple[Topology, str, int, Sequence[int], Pick]  # topology, collective, size, gpus, pick
+# topology, collective, size, gpus, pick, and the call's parameters where they are given
+Task = (tuple[Topology, str, int, Sequence[int], Pick]
+        | tuple[Topology, str, int, Sequence[int], Pick, dict])
 MIN_TASKS = 2  # fewer points than this run in the fit's own process
 
 _pool: ProcessPoolExecutor | None = None
@@ -49,9 +51,8 @@ def jobs() -> int:
 def _time(task: Task) -> float | None:
     """Seconds of one point, or None when it fails (the fit's process then runs it again
     and raises the error itself, with its file and key)."""
-    topology, collective, size, gpus, chosen = task
     try:
-        return simulate_pick(topology, collective, size, gpus, chosen).time_s
+        return simulate_pick(*task).time_s
     except Exception:  # noqa: BLE001 (reported where the point is run again)
         return None
 
