@@ -66,7 +66,8 @@ FORCED = {"ring": "ring", "tree": "nccl_tree"}
 # (the H100 node's allreduce also predicts the 4 nodes' other collectives; the NDm A100 v4
 # node predicts each collective on 2 nodes), 2 H100 nodes on InfiniBand -> 4 and 8 (and
 # 4 -> 8), one GPU per node -> eight (B200, NDm A100 v4), a GB300 or GB200 tray (4 GPUs) ->
-# 2 trays, a rack (16 trays) and two racks.
+# 2 trays, a rack (16 trays) and two racks, and one H100 cluster of 10 nodes (p2p on 2 nodes ->
+# 10, one node -> 2 and 10).
 SCALE_UP = (*(("vp-h100-1n-ar", f"vp-h100-4n-{c}") for c in ("ar", "ag", "bcast", "reduce")),
             ("h100-ib-2n-ar-issue309", "h100-ib-4n-ar-issue309"),
             ("h100-ib-2n-ar-issue309", "h100-ib-8n-ar-issue309"),
@@ -82,10 +83,13 @@ SCALE_UP = (*(("vp-h100-1n-ar", f"vp-h100-4n-{c}") for c in ("ar", "ag", "bcast"
               for gpu, c, trays in (("gb300", "ar", (2, 16, 32)), ("gb300", "a2a", (2, 16, 32)),
                                     ("gb200", "ar", (32,)), ("gb200", "a2a", (2, 16, 32)))
               for n in trays),
-            # one H100 cluster (nccl-tests-cluster's example): p2p on 2 nodes -> 10, 1 node -> 10
-            ("ntc-h100-2x1-sendrecv", "ntc-h100-10x1-sendrecv"),
-            ("ntc-h100-2n-sendrecv", "ntc-h100-10n-sendrecv"),
-            ("ntc-h100-1n-ar", "ntc-h100-10n-ar"))
+            # one H100 cluster (nccl-tests-cluster's example): p2p on 2 nodes -> 10, 1 node ->
+            # 2 and 10
+            *((f"ntc-h100-{small}-{c}", f"ntc-h100-{large}-{c}")
+              for small, large, c in (("2x1", "10x1", "sendrecv"), ("2n", "10n", "sendrecv"),
+                                      ("2x1", "10x1", "a2a"), ("2n", "10n", "a2a"),
+                                      ("1n", "2n", "a2a"))),
+            *((f"ntc-h100-1n-{c}", f"ntc-h100-10n-{c}") for c in ("ar", "ag", "rs")))
 # (fitted on, predicted) runs of one machine and source: a p2p run across nodes (sendrecv or
 # alltoall, whose fit frees only the network's figures and the launch) -> the collectives the
 # same source measured on the same machine, at its node count or more. NDm A100 v4: 2 x 1 GPU
