@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from collsim.engine.fabric import Fabric
 from collsim.engine.maxmin import Channel
-from collsim.engine.staging import crosses_network
+from collsim.engine.staging import route_crosses_network
 from collsim.errors import SimulationError
 from collsim.program import Job
 
@@ -51,7 +51,8 @@ class CapLinks:
                     extra.append(self._virtual_link(src, lane))
                 if self.gpu_cap is not None:
                     extra.append(self._virtual_link(src, -1))
-                if self.net_channel_cap is not None and self._crosses(src, dst):
+                if self.net_channel_cap is not None and \
+                        route_crosses_network(self.simulation.topology, src, dst):
                     extra.append(self._virtual_link(src, lane, network=True))
             for channel in extra:
                 bottleneck = min(bottleneck, channel.bandwidth)
@@ -72,8 +73,3 @@ class CapLinks:
                 bandwidth = self.job.lane_weight(lane) * self.channel_cap
             link = self._virtual[key] = Channel(bandwidth)
         return link
-
-    def _crosses(self, src: int, dst: int) -> bool:
-        """Whether the topology's route from ``src`` to ``dst`` crosses a network link."""
-        topology = self.simulation.topology
-        return crosses_network([topology.links[i] for i in topology.route(src, dst)])

@@ -24,7 +24,7 @@ import numpy as np
 
 from collsim.engine.costs import buffered, caps, network_cap
 from collsim.engine.fabric import Fabric
-from collsim.engine.staging import Staging, crosses_network
+from collsim.engine.staging import Staging, route_crosses_network
 from collsim.program import Copy, Job, ProgramFactory, Recv, Send
 
 
@@ -329,8 +329,7 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
         # each GPU sends once per step, so they are never shared either.
         if channel_cap is not None:
             neck = min(neck, weight * channel_cap)
-        if net_cap is not None and crosses_network(
-                [topology.links[k] for k in topology.route(gpus[s], gpus[r])]):
+        if net_cap is not None and route_crosses_network(topology, gpus[s], gpus[r]):
             neck = min(neck, weight * net_cap)
         if gpu_cap is not None:
             neck = min(neck, gpu_cap)

@@ -35,6 +35,11 @@ def crosses_network(links: Sequence[Link]) -> bool:
     return any(CLASS_OF_KIND.get(link.kind) == "network" for link in links)
 
 
+def route_crosses_network(topology: Topology, src: int, dst: int) -> bool:
+    """Whether ``topology``'s route from endpoint ``src`` to ``dst`` crosses the network."""
+    return crosses_network([topology.links[i] for i in topology.route(src, dst)])
+
+
 class Staging:
     """The slice delay of one cost model on one topology (module docstring), with each
     GPU pair's answer to whether its route crosses the network kept."""
@@ -64,9 +69,7 @@ class Staging:
         key = (src, dst)
         answer = self._crosses.get(key)
         if answer is None:
-            links = self.topology.links
-            answer = self._crosses[key] = crosses_network(
-                [links[i] for i in self.topology.route(src, dst)])
+            answer = self._crosses[key] = route_crosses_network(self.topology, src, dst)
         return answer
 
     def seconds(self, forwarded: bool, forwarding: bool) -> float:
