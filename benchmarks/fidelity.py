@@ -133,8 +133,13 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
     # v2.18.5-1; 0 from v2.19.1-1): that run flushes every Simple receive.
     "aws-p4de-2n-ar": ("p4d-efa-cluster", {"nccl.environment": {"NCCL_PROTO": "simple"}},
                        "p4d/p4de: 4x 100G EFA through aws-ofi-nccl 1.8.1"),
-    **{run: ("p4d-efa-cluster", {"nccl.environment": {}},
-             "p4d/p4de: 4x 100G EFA through aws-ofi-nccl before 1.6.0")
+    # Issue 527's plugin reports the latency from before the per-platform table (v1.7.0-aws,
+    # commit d87d61e0): v1.4.0-aws tells NCCL 2.12 and later 150 us (src/nccl_ofi_net.c,
+    # "props->latency = 150"; the run's log prints NCCL 2.12's "Channel 03/0" and "NET/AWS
+    # Libfabric/0/GDRDMA"). Assumption: its v1.4.0 is the AWS release (the general one reports
+    # none).
+    **{run: ("p4d-efa-cluster", {"nccl.environment": {}, "nccl.net_latency": "150us"},
+             "p4d/p4de: 4x 100G EFA through aws-ofi-nccl 1.4.0-aws (150 us reported)")
        for run in ("aws-p4dn-2n-ar-issue527", "aws-p4dn-3n-ar-issue527",
                    "aws-p4dn-4n-ar-issue527")},
     "aws-p5-2n-ar": ("p5-efa-cluster",

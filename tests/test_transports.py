@@ -214,3 +214,28 @@ def test_on_p4d_the_pcie_path_binds_before_efas_share():
     assert busbw(**{"nccl.reachable.network": "100%"}) == pytest.approx(at_efa, rel=1e-6)
     slower = busbw(**{"nccl.reachable.network": "90%"})
     assert slower / at_efa == pytest.approx(11.25 / 12, rel=0.01)
+
+
+def test_issue_527s_runs_step_under_the_latency_their_plugin_reported():
+    """Issue 527's p4dn runs used aws-ofi-nccl 1.4.0-aws, which reports 150 us to NCCL 2.12 and
+    later (the per-platform 75 us came with v1.7.0-aws): benchmarks/fidelity.py runs them with
+    it, and a Simple ring step across the network pays NCCL's 14 us, the 150 and, A100
+    flushing every Simple receive, 150 more (the preset as shipped: 14 + 75 + 75)."""
+    import sys
+    from pathlib import Path
+
+    from collsim.nccl.protocols import protocol_costs
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from fidelity import RUN_PRESETS
+
+    def network_step_us(**overrides):
+        figures = preset("p4d-efa-cluster", nodes=3, **overrides).machine.nccl
+        return protocol_costs(figures, 80, 3, "ring", "Simple").step_latency[-1] / 1e-6
+
+    for run in ("aws-p4dn-2n-ar-issue527", "aws-p4dn-3n-ar-issue527",
+                "aws-p4dn-4n-ar-issue527"):
+        name, overrides, _ = RUN_PRESETS[run]
+        assert name == "p4d-efa-cluster"
+        assert network_step_us(**overrides) == pytest.approx(14 + 150 + 150)
+    assert network_step_us() == pytest.approx(14 + 75 + 75)
