@@ -22,6 +22,7 @@ from tests.exits import fails_cleanly
 SOURCE = re.compile(r"github\.com/[\w.-]+/[\w.-]+@[0-9a-f]{7,}|nccl-tests#\d+|nccl#\d+|RFC \d+"
                     r"|\((?:[\w-]+\.)+[a-z]{2,}/\S+, (?:19|20)\d\d\)")
 CLOUD = {"p4d-efa-cluster": "efa", "p5-efa-cluster": "efa", "a3-mega-cluster": "tcpxo",
+         "a3-high-cluster": "tcpx",
          "h100-cluster": "ib", "a100-cluster": "ib", "b200-cluster": "ib",
          "gb200-nvl72-cluster": "ib", "gb300-nvl72-cluster": "roce"}
 
