@@ -56,6 +56,15 @@ def test_every_figure_is_in_range(name):
     for optional in (record.streams.value, record.min_channels.value):
         assert optional is None or 1 <= optional <= 64
     assert record.routing.value in ("ecmp", "dmodk")
+    assert isinstance(record.unpack.value, bool)
+
+
+def test_only_gpudirect_tcpx_is_an_unpack_device():
+    """TCPX reports NCCL_NET_DEVICE_UNPACK (the GPU copies payload out of bounce pages);
+    TCPXO's offload engine and every other plugin report a host device."""
+    assert {name for name, record in TRANSPORTS.items() if record.unpack.value} == {"tcpx"}
+    assert "DEV_UNPACK" in TRANSPORTS["tcpx"].unpack.source
+    assert "NCCL_NET_DEVICE_HOST" in TRANSPORTS["tcpxo"].unpack.source
 
 
 @pytest.mark.parametrize(("name", "changes", "routing", "declared"), [
