@@ -65,6 +65,8 @@ def test_only_gpudirect_tcpx_is_an_unpack_device():
     assert {name for name, record in TRANSPORTS.items() if record.unpack.value} == {"tcpx"}
     assert "DEV_UNPACK" in TRANSPORTS["tcpx"].unpack.source
     assert "NCCL_NET_DEVICE_HOST" in TRANSPORTS["tcpxo"].unpack.source
+    assert nccl_system(preset("a3-high-cluster")).net_unpack  # NCCL's search doubles for it
+    assert not nccl_system(preset("a3-mega-cluster")).net_unpack
 
 
 @pytest.mark.parametrize(("name", "changes", "routing", "declared"), [

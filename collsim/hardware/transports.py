@@ -209,6 +209,12 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
 DEFAULT = "ib"  # a node with NICs whose file names no transport: NCCL's own InfiniBand verbs
 
 
+def is_unpack_device(name: str | None) -> bool:
+    """Whether transport ``name`` (None: a machine without one) is an unpack network device,
+    whose received payload NCCL's kernel copies out of bounce pages (GPUDirect-TCPX)."""
+    return bool(name and TRANSPORTS[name].unpack.value)
+
+
 def transport(name: str, *, key: str = "nics.transport") -> Transport:
     """The record of transport ``name``; an unknown name is an InputError at ``key``."""
     if name not in TRANSPORTS:

@@ -66,7 +66,7 @@ from collsim.errors import InputError
 from collsim.hardware.machine import CLASS_OF_KIND, LINK_CLASSES, NcclFigures
 from collsim.hardware.nccl_names import PROTOCOLS, algorithm_name, protocol_name
 from collsim.hardware.topology import Link, Topology
-from collsim.hardware.transports import TRANSPORTS
+from collsim.hardware.transports import is_unpack_device
 from collsim.nccl import constants as C
 from collsim.nccl.p2p import P2P_PER_CHANNEL_NET_GBPS
 from collsim.nccl.shm import shm_share, stages_through_host
@@ -242,13 +242,7 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         overridden("base", C.BASE_LATENCY_US[family][p] * US),
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
         channel_cap, gpu_cap, nodes, per_call, own, buffer,
-        *slice_staging(protocol, row, buffer, unpacks(figures)))
-
-
-def unpacks(figures: NcclFigures) -> bool:
-    """Whether the machine's network plugin is an unpack device (the transport's ``unpack``:
-    GPUDirect-TCPX), whose received payload the GPU copies out of bounce pages."""
-    return bool(figures.transport and TRANSPORTS[figures.transport].unpack.value)
+        *slice_staging(protocol, row, buffer, is_unpack_device(figures.transport)))
 
 
 def slice_staging(protocol: str, row: int, buffer: float,
