@@ -11,6 +11,7 @@ from collsim.algorithms.nccl.channels import ring_chunk_bytes, simple_buffer
 from collsim.algorithms.nccl.nvls import nvls_protocol_params
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.algorithms.nccl.tree import _protocol_params as tree_params
+from collsim.calls.plan import auto_choice, candidates
 from collsim.callspec import CallSpec
 from collsim.cli import main
 from collsim.hardware.loader import load_topology
@@ -48,6 +49,8 @@ def test_the_shipped_cloud_presets_carry_their_plugins_and_profiles_settings():
     assert dict(preset("p5-efa-cluster").machine.nccl.environment) == {
         "NCCL_NVLS_CHUNKSIZE": 512 << 10, "NCCL_NVLSTREE_MAX_CHUNKSIZE": 512 << 10,
         "NCCL_BUFFSIZE": 8 << 20, "NCCL_NET_FORCE_FLUSH": 0}
+    assert dict(preset("a3-high-cluster").machine.nccl.environment) == {
+        "NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_BUFFSIZE": 4 << 20}
     assert dict(preset("h100-cluster").machine.nccl.environment) == {}
 
 
@@ -79,6 +82,20 @@ def test_a_callers_own_restriction_wins_over_the_machines():
     # An algorithm forced on a machine whose NCCL_ALGO leaves it out still runs.
     old = preset("a3-mega-cluster", nodes=2, **OLD_TCPXO)
     assert {a for a, _ in picks(old, algorithms={"ring"})} == {"ring"}
+
+
+def test_auto_runs_under_the_machines_nccl_algo():
+    """`estimate -a auto` and `best` name collsim's registered programs to NCCL's choice; the
+    machine's NCCL_ALGO still holds: A3 High's Ring,Tree with NVLS left on (Google's TCPX
+    config), where NCCL's model alone takes NVLSTree on 2 nodes at 64-256 MiB."""
+    a3 = preset("a3-high-cluster")
+    free = preset("a3-high-cluster", **{"nccl.environment": {}})
+    gpus = list(range(a3.gpus))
+    free_picks = {auto_choice(free, "allreduce", gpus, 128 * MiB).algorithm}
+    assert free_picks == {"nvls_tree"}
+    for size in (64 * MiB, 128 * MiB, 256 * MiB):
+        assert auto_choice(a3, "allreduce", gpus, size).algorithm in {"ring", "nccl_tree"}
+        assert {a for a, _ in candidates(a3, "allreduce", gpus, size)} <= {"ring", "nccl_tree"}
 
 
 def test_per_collective_entries_follow_nccls_syntax():

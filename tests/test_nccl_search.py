@@ -171,6 +171,22 @@ def test_sm90_clusters_with_few_fast_channels_double_again():
     assert search(a100).channels == 12
 
 
+def test_an_unpack_network_doubles_the_channels_across_nodes_below_16():
+    """GPUDirect-TCPX (NCCL_NET_DEVICE_UNPACK): connect.cc doubles comm.nChannels from 2 nodes
+    on while it is under 16. A3 High without NVLS: 4 NICs of 25 GB/s give 4 ring channels of
+    24, postset 8 (ring bwIntra 24 < 45: no SM90 doubling), unpack 16; one node, or 8 already
+    doubled past 16, stay."""
+    a3 = dict(arch=90, gpus_per_node=8, nvlink_links=18, pcie_bandwidth=48, nics_per_node=4,
+              nic_bandwidth=25)
+    assert search(NcclSystem(nodes=2, **a3)).channels == 8
+    assert search(NcclSystem(nodes=2, net_unpack=True, **a3)).channels == 16
+    assert search(NcclSystem(nodes=1, net_unpack=True, **a3)).channels == \
+        search(NcclSystem(nodes=1, **a3)).channels
+    wide = h100_cluster(2, nics=6)  # 24 channels already (the SM90 doubling)
+    assert search(NcclSystem(**{**wide.__dict__, "net_unpack": True})).channels == 24
+    assert search(NcclSystem(nodes=2, net_unpack=True, max_channels=8, **a3)).channels == 8
+
+
 def test_one_gpu_per_node():
     # Ring: 48 fits one channel (one NIC); 24 fits 2 = 48, not better -> 1 x 48, duplicated
     # (1 channel is not > 4) -> 2 x 24. Tree (TREE with one GPU): 2 channels first fit at 24;

@@ -1,7 +1,7 @@
-"""The presets of cloud networks and GB300 (EFA on p4d and p5, GPUDirect-TCPXO on A3 Mega, GB300
-NVL72): each loads with its vendors' NIC counts and speeds, `topo show` prints what it declares,
-`nodes` is settable and checked, and NCCL's choice on each agrees with NCCL's cost model worked
-by hand (one case per preset)."""
+"""The presets of cloud networks and GB300 (EFA on p4d and p5, GPUDirect-TCPXO on A3 Mega,
+GPUDirect-TCPX on A3 High, GB300 NVL72): each loads with its vendors' NIC counts and speeds,
+`topo show` prints what it declares, `nodes` is settable and checked, and NCCL's choice on each
+agrees with NCCL's cost model worked by hand (one case per preset)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ CLUSTERS = {  # name: (GPUs per node, NICs per node, Gb/s per NIC, reachable sha
     "p4d-efa-cluster": (8, 4, 100, 0.97, 75e-6),
     "p5-efa-cluster": (8, 8, 400, 0.97, 75e-6),
     "a3-mega-cluster": (8, 8, 200, 0.96, 0.0),
+    "a3-high-cluster": (8, 4, 200, 0.96, 0.0),
     "gb300-nvl72-cluster": (72, 72, 800, 0.96, 0.0),
 }
 NEW = [*CLUSTERS, "gb300-nvl72"]

@@ -18,7 +18,8 @@ from collsim.nccl.protocols import cost_model
 SINGLE = ["dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "l40s-pcie"]
 CLUSTERS = ["a100-cluster", "h100-cluster", "b200-cluster", "gb200-nvl72-cluster"]
 # Cloud networks and GB300 (tests/test_network_presets.py checks their figures).
-NETWORKS = ["p4d-efa-cluster", "p5-efa-cluster", "a3-mega-cluster", "gb300-nvl72",
+NETWORKS = ["p4d-efa-cluster", "p5-efa-cluster", "a3-mega-cluster", "a3-high-cluster",
+            "gb300-nvl72",
             "gb300-nvl72-cluster"]
 PRESETS = SINGLE + CLUSTERS
 FIGURE = re.compile(r"\d")

@@ -26,6 +26,7 @@ VARIANTS = {
     "gb200-nvl72-cluster": "gb200-nvl72", "gb300-nvl72-cluster": "gb300-nvl72",
     "dgx-h200": "dgx-h100", "gb300-nvl72": "gb200-nvl72",
     "p4d-efa-cluster": "dgx-a100", "p5-efa-cluster": "dgx-h100", "a3-mega-cluster": "dgx-h100",
+    "a3-high-cluster": "dgx-h100",
 }
 OWN_KEYS = {"name", "kind", "base", "description"}  # what every file says for itself
 

@@ -47,6 +47,35 @@ def test_simple_figures_are_nccls_slice_and_its_one_node_simple_channel_figure()
     assert slice_staging("LL", C.arch_row(90), 262144) == (0.0, 0.0, 0.0)
 
 
+def test_an_unpack_device_reads_each_slice_twice():
+    """GPUDirect-TCPX (the transport's ``unpack``): the receiving block copies a Simple slice
+    out of the bounce pages, then reads it, both at the one channel figure (H100: 38.7 GB/s);
+    the write and the other protocols are as without it."""
+    row = C.arch_row(90)
+    plain = slice_staging("Simple", row, 4 * MIB)
+    unpacked = slice_staging("Simple", row, 4 * MIB, unpack=True)
+    assert unpacked == (MIB, 1 / 38.7e9, 2 / 38.7e9) and plain[2] == 1 / 38.7e9
+    for protocol, buffer in (("LL128", 4.5e6), ("LL", 262144)):
+        assert slice_staging(protocol, row, buffer, unpack=True) == \
+            slice_staging(protocol, row, buffer)
+    tcpx = load_topology(find_topology("a3-high-cluster"), {})
+    as_ib = load_topology(find_topology("a3-high-cluster"), {"node.nics.transport": "ib"})
+    assert cost_model(tcpx, "ring", "Simple").read_seconds == pytest.approx(2 / 38.7e9)
+    assert cost_model(as_ib, "ring", "Simple").read_seconds == pytest.approx(1 / 38.7e9)
+
+
+def test_the_unpack_copy_delays_an_allreduce_by_one_read_a_loop():
+    """Two nodes of one GPU on A3 High, allreduce of 32 MiB on 2 channels (4 loops, each with
+    one message read out of the connection's buffer): the TCPX run takes 4 x 1 MiB / 38.7 GB/s
+    longer than the same run with the NICs' transport as InfiniBand's reach and latency."""
+    tcpx = load_topology(find_topology("a3-high-cluster"), {})
+    as_ib = load_topology(find_topology("a3-high-cluster"), {"node.nics.transport": "ib"})
+    gpus = [0, tcpx.gpus_per_node]
+    extra = _time(tcpx, "allreduce", 32 * MIB, gpus, True) - \
+        _time(as_ib, "allreduce", 32 * MIB, gpus, True)
+    assert extra == pytest.approx(4 * MIB / 38.7e9, rel=1e-6)
+
+
 @pytest.mark.parametrize("collective, size, loops", [
     # allgather of 64 MiB on 2 channels: a loop is 2 channels x 2 ranks x 2 MiB, so 8 loops
     # of one network step each, written from the user's buffer and read into it

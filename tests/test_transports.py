@@ -22,6 +22,7 @@ from tests.exits import fails_cleanly
 SOURCE = re.compile(r"github\.com/[\w.-]+/[\w.-]+@[0-9a-f]{7,}|nccl-tests#\d+|nccl#\d+|RFC \d+"
                     r"|\((?:[\w-]+\.)+[a-z]{2,}/\S+, (?:19|20)\d\d\)")
 CLOUD = {"p4d-efa-cluster": "efa", "p5-efa-cluster": "efa", "a3-mega-cluster": "tcpxo",
+         "a3-high-cluster": "tcpx",
          "h100-cluster": "ib", "a100-cluster": "ib", "b200-cluster": "ib",
          "gb200-nvl72-cluster": "ib", "gb300-nvl72-cluster": "roce"}
 
@@ -55,6 +56,17 @@ def test_every_figure_is_in_range(name):
     for optional in (record.streams.value, record.min_channels.value):
         assert optional is None or 1 <= optional <= 64
     assert record.routing.value in ("ecmp", "dmodk")
+    assert isinstance(record.unpack.value, bool)
+
+
+def test_only_gpudirect_tcpx_is_an_unpack_device():
+    """TCPX reports NCCL_NET_DEVICE_UNPACK (the GPU copies payload out of bounce pages);
+    TCPXO's offload engine and every other plugin report a host device."""
+    assert {name for name, record in TRANSPORTS.items() if record.unpack.value} == {"tcpx"}
+    assert "DEV_UNPACK" in TRANSPORTS["tcpx"].unpack.source
+    assert "NCCL_NET_DEVICE_HOST" in TRANSPORTS["tcpxo"].unpack.source
+    assert nccl_system(preset("a3-high-cluster")).net_unpack  # NCCL's search doubles for it
+    assert not nccl_system(preset("a3-mega-cluster")).net_unpack
 
 
 @pytest.mark.parametrize(("name", "changes", "routing", "declared"), [

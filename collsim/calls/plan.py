@@ -26,6 +26,7 @@ from collsim.hardware.nccl_names import (
     MODELLED_COLLECTIVES,
     PROTOCOLS,
     algorithm_name,
+    parse_selection,
     protocol_name,
 )
 from collsim.hardware.topology import Topology
@@ -41,6 +42,7 @@ from collsim.nccl.protocols import (
     p2p_reach,
     p2p_slices,
 )
+from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import model as tuning_model
 from collsim.params import CallParams
 
@@ -229,6 +231,18 @@ def registered_nccl(collective: str) -> list[str]:
     return [name for name in ALGORITHMS if name in names]
 
 
+def environment_allows(system: NcclSystem, collective: str,
+                       registered: Sequence[str]) -> set[str]:
+    """The registered NCCL algorithms the machine's NCCL_ALGO (``nccl.environment``) leaves
+    NCCL for ``collective``: all of them where it sets none. Naming the algorithms to
+    :func:`~collsim.nccl.choice.choose` replaces the environment's NCCL_ALGO there, so the
+    restriction is applied here."""
+    names = set(registered)
+    if system.algorithms_enabled is not None:
+        names &= parse_selection(system.algorithms_enabled, "algorithm", collective)
+    return names
+
+
 @dataclass(frozen=True)
 class AutoChoice:
     """What ``auto`` runs: algorithm, protocol, channels (NCCL's pick among the registered
@@ -264,8 +278,9 @@ def auto_choice(topology: Topology, collective: str, gpus: Sequence[int],
                          "nothing to choose from", key="algorithm")
     choice = None
     if collective in MODELLED_COLLECTIVES:
-        choice = choose(nccl_system(topology, gpus), collective, size,
-                        algorithms=set(registered),
+        system = nccl_system(topology, gpus)
+        choice = choose(system, collective, size,
+                        algorithms=environment_allows(system, collective, registered),
                         protocols=None if protocol is None else {protocol})
     if choice is None:
         # NCCL's tuner says nothing (one rank, alltoall): its first registered program, Simple.
@@ -289,8 +304,9 @@ def candidates(topology: Topology, collective: str, gpus: Sequence[int], size: i
     registered = registered_nccl(collective)
     pairs: list[tuple[str, str]] = []
     if collective in MODELLED_COLLECTIVES:
-        choice = choose(nccl_system(topology, gpus), collective, size,
-                        algorithms=set(registered))
+        system = nccl_system(topology, gpus)
+        choice = choose(system, collective, size,
+                        algorithms=environment_allows(system, collective, registered))
         if choice is not None:
             pairs = [(c.algorithm, c.protocol) for c in choice.candidates]
     if not pairs:

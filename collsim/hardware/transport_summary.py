@@ -17,7 +17,7 @@ OVERRIDE_KEYS = {"net_latency": "nccl.net_latency", "gpudirect": "nics.gpudirect
                  "reachable": "nccl.reachable.network", "routing": "fabric.routing"}
 _LABELS = {"net_latency": "net latency", "gpudirect": "gpudirect", "reachable": "reachable",
            "steps": "NCCL_STEPS", "buffsize": "NCCL_BUFFSIZE", "streams": "streams/conn",
-           "min_channels": "min channels", "routing": "routing"}
+           "min_channels": "min channels", "routing": "routing", "unpack": "GPU unpack"}
 WIDTH = 100
 
 
@@ -28,6 +28,8 @@ def _value(name: str, value: float | int | bool | None) -> str:
         return f"{float(value) * 1e6:g} us"
     if name == "gpudirect":
         return "yes" if value else "no (host memory)"
+    if name == "unpack":
+        return "yes" if value else "no"
     if name == "reachable":
         return f"{100 * float(value):g}%"
     if name == "buffsize":
@@ -47,6 +49,8 @@ def _actual(name: str, nics: NicSpec, nccl: NcclFigures | None,
         return nics.gpudirect, "gpudirect" in nics.declared
     if nccl is None:
         return None
+    if name == "unpack":  # the plugin's device type: no file key sets it
+        return TRANSPORTS[nics.transport].unpack.value, False
     if name == "net_latency":
         return nccl.net_latency, "net_latency" in nccl.declared
     network = nccl.reached("network")
@@ -96,7 +100,7 @@ def _figure_lines(name: str, figure: Sourced, nics: NicSpec, nccl: NcclFigures |
             value, origin = _value(name, actual[0]), f"transport: {figure.source}"
     first = f"  {label:<15}{value:<18}"
     return textwrap.wrap(origin, WIDTH, initial_indent=first, subsequent_indent=" " * len(first),
-                         break_on_hyphens=False)
+                         break_on_hyphens=False, break_long_words=False)
 
 
 def environment_lines(topology: Topology) -> list[str]:

@@ -13,7 +13,12 @@ with its source or the word "assumption" (docs/hardware.md#transports):
 - ``reachable``: the share of a NIC's line rate NCCL reaches (``nccl.reachable.network``);
 - ``routing``: how a fat-tree or rail fabric of this network picks among equal-cost spines,
   ``dmodk`` (InfiniBand's subnet manager writes destination-based tables) or ``ecmp`` (Ethernet
-  switches hash each flow); ``fabric.routing`` in a file overrides it.
+  switches hash each flow); ``fabric.routing`` in a file overrides it;
+- ``unpack``: whether the plugin is an unpack network device (``NCCL_NET_DEVICE_UNPACK``): the
+  NIC leaves received payload in bounce pages of GPU memory and the receiving GPU's thread block
+  copies each slice out of them before it reads the slice (docs/hardware.md#transports); the
+  engine charges that copy as one more read of the slice (:func:`collsim.nccl.protocols.
+  slice_staging`).
 
 and, shown only: NCCL_STEPS slots per connection (the engine's own constant), the
 NCCL_BUFFSIZE the plugin or its vendor sets and the channel floor the vendor's settings impose
@@ -36,6 +41,8 @@ NCCL_VERSION = "2.30.7"
 _NCCL = f"NCCL {NCCL_VERSION} (github.com/NVIDIA/nccl@5067397c)"
 _AWS = "aws-ofi-nccl (github.com/aws/aws-ofi-nccl@2daf7d30)"
 _TCPX = "GPUDirect-TCPX plugin (github.com/google/nccl-plugin-gpudirecttcpx@4b8ea7f2)"
+_GKE_TCPX = ("Google's GKE TCPX config (github.com/GoogleCloudPlatform/container-engine-"
+             "accelerators@992db812 gpudirect-tcpx/nccl-config.yaml)")
 _TCPXO = "GPUDirect-TCPXO plugin (github.com/google/nccl-plugin-gpudirect-tcpxo@04815d1b)"
 _STEPS = f"{_NCCL} src/include/device.h: NCCL_STEPS, the same for every transport"
 _BUFFSIZE = f"{_NCCL} src/init.cc: DEFAULT_BUFFSIZE 4 MiB (a Simple step of 512 KiB)"
@@ -44,7 +51,7 @@ _IB_REACH = ("nccl-tests#267 (48-49 of 50 GB/s on 400 Gb/s NDR) and nccl-tests#1
 MiB = 1 << 20
 
 # The figures collsim's engine and NCCL's model use; the others are shown only.
-MODELLED = ("net_latency", "gpudirect", "reachable", "routing")
+MODELLED = ("net_latency", "gpudirect", "reachable", "routing", "unpack")
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,7 @@ class Transport:
     streams: Sourced            # queue pairs, TCP sockets or flows per connection
     min_channels: Sourced       # NCCL_MIN_NCHANNELS the vendor sets; None: NCCL's search
     routing: Sourced            # "dmodk" or "ecmp": among a fat-tree's equal-cost spines
+    unpack: Sourced             # bool: the receiving GPU copies payload out of bounce pages
 
     def figures(self) -> dict[str, Sourced]:
         """Every figure by field name, in declaration order."""
@@ -106,6 +114,10 @@ _EFA_REACH = ("L. Chen, \"Harnessing 3200 Gbps Network: A Journey with RDMA, EFA
               "libfabric\" (le.qun.ch/en/blog/2024/12/25/libfabric-efa-0-intro, 2024): RDMA "
               "writes from GPU memory over a p5's 32 EFA devices reach 97 % of 3,200 Gb/s; "
               "p4d and p4de (EFA v1): taken as p5's (assumption)")
+_UNPACK_SRC = (f"{_NCCL} src/device/prims_simple.h: with an unpack device the receiving "
+               "thread block copies each slice out of the bounce pages "
+               "(src/device/network/unpack/unpack.h) before its own copy of it")
+_HOST_DEVICE = "reports NCCL_NET_DEVICE_HOST: received data lands where NCCL reads it"
 _IB_QPS = Sourced(1, f"{_NCCL} src/transport/net_ib/connect.cc: NCCL_IB_QPS_PER_CONNECTION "
                      "default 1")  # InfiniBand and RoCE: the same verbs plugin
 
@@ -120,7 +132,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(4 * MiB, _BUFFSIZE),
         _IB_QPS,
         _NO_FLOOR,
-        _DMODK),
+        _DMODK,
+        Sourced(False, f"{_NCCL} src/transport/net_ib/init.cc: {_HOST_DEVICE}")),
     Transport(
         "roce", "RoCE (verbs over Ethernet)", "NCCL's net_ib (built in)",
         Sourced(0.0, f"{_NCCL} src/transport/net_ib/init.cc: reports latency 0 (the same "
@@ -132,7 +145,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(4 * MiB, _BUFFSIZE),
         _IB_QPS,
         _NO_FLOOR,
-        _ECMP),
+        _ECMP,
+        Sourced(False, f"{_NCCL} src/transport/net_ib/init.cc: {_HOST_DEVICE}")),
     Transport(
         "efa", "AWS Elastic Fabric Adapter", "aws-ofi-nccl (AWS's libfabric plugin)",
         Sourced(75e-6, f"{_AWS} src/platform-aws.cpp: 75 us on p4d, p4de, p5, p5e (35 us on "
@@ -145,7 +159,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
                       "rails striped per NCCL NIC, per instance type (the preset's NIC "
                       "speed)"),
         _NO_FLOOR,
-        _EFA_ROUTING),
+        _EFA_ROUTING,
+        Sourced(False, f"{_AWS} src/nccl_ofi_interface_nvidia.cpp: {_HOST_DEVICE}")),
     Transport(
         "tcpx", "GCP GPUDirect-TCPX", "Google's GPUDirect-TCPX plugin",
         Sourced(0.0, f"{_TCPX} src/net_tcpx.cc: reports latency 0"),
@@ -153,10 +168,12 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
                       "and unpacked there"),
         Sourced(0.96, "assumption: no published share for TCPX; taken as InfiniBand's"),
         _SLOTS,
-        Sourced(4 * MiB, _BUFFSIZE),
-        Sourced(1, f"{_TCPX} src/flags.cc: 1 socket per thread, 1 thread by default"),
+        Sourced(4 * MiB, f"{_GKE_TCPX}: NCCL_BUFFSIZE=4194304 (NCCL's default)"),
+        Sourced(4, f"{_GKE_TCPX}: NCCL_NSOCKS_PERTHREAD=4, NCCL_SOCKET_NTHREADS=1 (the "
+                   f"plugin's own default 1 x 1, {_TCPX} src/flags.cc)"),
         _NO_FLOOR,
-        _ECMP),
+        _ECMP,
+        Sourced(True, f"{_TCPX} src/net_tcpx.cc: netDeviceType DEV_UNPACK; {_UNPACK_SRC}")),
     Transport(
         "tcpxo", "GCP GPUDirect-TCPXO", "Google's GPUDirect-TCPXO plugin (FasTrak)",
         Sourced(0.0, f"{_TCPXO} tcpdirect_plugin/fastrak_offload/nccl_shim.cc: reports "
@@ -170,7 +187,9 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
                          "8388608"),
         Sourced(2, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_FASTRAK_NUM_FLOWS=2"),
         Sourced(4, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_MIN_NCHANNELS=4"),
-        _ECMP),
+        _ECMP,
+        Sourced(False, f"{_TCPXO} tcpdirect_plugin/fastrak_offload/nccl_shim.cc: "
+                       f"{_HOST_DEVICE}")),
     Transport(
         "socket", "TCP sockets", "NCCL's net_socket (built in)",
         Sourced(0.0, f"{_NCCL} src/transport/net_socket.cc: reports latency 0"),
@@ -184,9 +203,16 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(1, f"{_NCCL} src/transport/net_socket.cc: one socket on the proxy thread "
                    "by default (2 threads x 8 sockets on AWS NICs, 4 x 1 on Google's)"),
         _NO_FLOOR,
-        _ECMP),
+        _ECMP,
+        Sourced(False, f"{_NCCL} src/transport/net_socket.cc: {_HOST_DEVICE}")),
 )})
 DEFAULT = "ib"  # a node with NICs whose file names no transport: NCCL's own InfiniBand verbs
+
+
+def is_unpack_device(name: str | None) -> bool:
+    """Whether transport ``name`` (None: a machine without one) is an unpack network device,
+    whose received payload NCCL's kernel copies out of bounce pages (GPUDirect-TCPX)."""
+    return bool(name and TRANSPORTS[name].unpack.value)
 
 
 def transport(name: str, *, key: str = "nics.transport") -> Transport:

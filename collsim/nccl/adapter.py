@@ -19,6 +19,7 @@ from typing import Any
 from collsim.errors import InputError
 from collsim.hardware.cluster import ClusterTopology
 from collsim.hardware.topology import Topology
+from collsim.hardware.transports import is_unpack_device
 from collsim.nccl.system import NcclSystem
 
 GB = 1e9
@@ -76,6 +77,7 @@ def nccl_system(topology: Topology, gpus: Sequence[int] | None = None,
         system["nic_path"] = figures.nic_path or _nic_path(topology, local[0])
         system["gpus_per_nic_switch"] = _gpus_per_nic_switch(topology, local)
         system["nic_latency_us"] = figures.net_latency / 1e-6
+        system["net_unpack"] = is_unpack_device(figures.transport)
     return NcclSystem(**{**system, **settings})
 
 

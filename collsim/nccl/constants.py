@@ -204,6 +204,8 @@ NVLS_CHANNELS_SM100_NVL = 24     # ... and on one NVLink domain (2.27.3+)
 NVLS_MAX_SINGLE_NODE_AG_RS_RANKS = 32
 POSTSET_SM90_MIN_RING_BW = 45.0  # SM90+ on several nodes: x2 channels if ring bwIntra > 45 ...
 POSTSET_SM90_MAX_CHANNELS = 16   # ... and fewer than 16 channels (connect.cc ncclTopoPostset)
+POSTSET_UNPACK_MAX_CHANNELS = 16  # unpack networks, several nodes: x2 below 16 (connect.cc,
+                                  # NCCL_UNPACK_DOUBLE_NCHANNELS default 1)
 
 # --- Topology figures as NCCL computes them (docs/nccl.md#topology-figures; src/graph/topo.h,
 # topo.cc) -------------------------------------------------------------------------------------

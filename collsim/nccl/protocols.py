@@ -66,6 +66,7 @@ from collsim.errors import InputError
 from collsim.hardware.machine import CLASS_OF_KIND, LINK_CLASSES, NcclFigures
 from collsim.hardware.nccl_names import PROTOCOLS, algorithm_name, protocol_name
 from collsim.hardware.topology import Link, Topology
+from collsim.hardware.transports import is_unpack_device
 from collsim.nccl import constants as C
 from collsim.nccl.p2p import P2P_PER_CHANNEL_NET_GBPS
 from collsim.nccl.shm import shm_share, stages_through_host
@@ -241,14 +242,18 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         overridden("base", C.BASE_LATENCY_US[family][p] * US),
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
         channel_cap, gpu_cap, nodes, per_call, own, buffer,
-        *slice_staging(protocol, row, buffer))
+        *slice_staging(protocol, row, buffer, is_unpack_device(figures.transport)))
 
 
-def slice_staging(protocol: str, row: int, buffer: float) -> tuple[float, float, float]:
+def slice_staging(protocol: str, row: int, buffer: float,
+                  unpack: bool = False) -> tuple[float, float, float]:
     """(slice payload bytes, seconds per byte of a channel's write of it, of its read) that
     a message crossing the network waits for (:mod:`collsim.engine.staging`,
     docs/nccl.md#algorithms-staging), for a connection of ``buffer`` payload bytes on the
-    cap tables' architecture ``row``.
+    cap tables' architecture ``row``; ``unpack``: the plugin leaves received payload in bounce
+    pages, which the receiving thread block copies into the slot before it reads the slot
+    (NCCL's ``src/device/prims_simple.h``, the Simple protocol only), so a Simple read takes
+    two copies of the slice at the same rate.
 
     NCCL's proxy posts a slice to the NIC once the GPU has written all of it, and with
     Simple the receiving GPU reads a slice once all of it has arrived (``sendProxyProgress``,
@@ -261,7 +266,7 @@ def slice_staging(protocol: str, row: int, buffer: float) -> tuple[float, float,
     step = buffer / C.NCCL_STEPS
     if protocol == "Simple":
         per_byte = 1 / (C.PER_CHANNEL_MAX_TREE_BW[row][0] * GB)
-        return step * C.SLICE_STEPS, per_byte, per_byte
+        return step * C.SLICE_STEPS, per_byte, (2 if unpack else 1) * per_byte
     if protocol == "LL128":
         return step, 1 / (C.PER_CHANNEL_MAX_RING_LL128_BW[row][0] * GB), 0.0
     return 0.0, 0.0, 0.0

@@ -25,8 +25,7 @@ node, NICs on the GPUs' PCIe switches):
 - CollNetDirect: head h exchanges 1/(n-1) of a unit with each other GPU; heads as for NVLS (<= 8).
 
 Not modelled: the search's timeouts (it is assumed to find the counts above), NCCL_CROSS_NIC,
-PXN path accounting, several CPU sockets, AMD/POWER special cases of path selection, and
-device-unpack networking (one more channel doubling).
+PXN path accounting, several CPU sockets and AMD/POWER special cases of path selection.
 """
 
 from __future__ import annotations
@@ -353,7 +352,8 @@ def _latency_inter(system: NcclSystem) -> float:
 def _runtime_channels(system: NcclSystem, ring: Graph, tree: Graph,
                       collnet_chain: Graph | None) -> int:
     """comm.nChannels after ncclTopoPostset: doubled (each channel's copy runs the other tree of
-    the double binary tree), x1.5 for CollNet, x2 more on SM90+ clusters with fast rings, then
+    the double binary tree), x1.5 for CollNet, x2 more on SM90+ clusters with fast rings, x2
+    more across nodes of an unpack network (GPUDirect-TCPX) below 16, then
     NCCL_MIN/MAX_NCHANNELS."""
     channels = min(C.MAX_CHANNELS, 2 * min(ring.channels, tree.channels))
     if (collnet_chain is not None and collnet_chain.bw_intra > collnet_chain.bw_inter
@@ -361,6 +361,8 @@ def _runtime_channels(system: NcclSystem, ring: Graph, tree: Graph,
         channels = min(C.MAX_CHANNELS, channels + channels // 2)
     if (system.arch >= 90 and system.nodes > 1 and ring.bw_intra > C.POSTSET_SM90_MIN_RING_BW
             and channels < C.POSTSET_SM90_MAX_CHANNELS):
+        channels = min(C.MAX_CHANNELS, 2 * channels)
+    if system.net_unpack and system.nodes > 1 and channels < C.POSTSET_UNPACK_MAX_CHANNELS:
         channels = min(C.MAX_CHANNELS, 2 * channels)
     low = system.min_channels or 0
     high = system.max_channels or C.MAX_CHANNELS

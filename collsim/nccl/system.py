@@ -90,6 +90,9 @@ class NcclSystem:
     """NCCL_NET_OVERHEAD in µs (NCCL takes ns); None: 1 µs, 2 µs on AMD CPUs."""
     nic_latency_us: float = 0.0
     """The NICs' ``latency`` attribute of NCCL's topology (graph latencyInter), normally 0."""
+    net_unpack: bool = False
+    """The network plugin is an unpack device (``NCCL_NET_DEVICE_UNPACK``: GPUDirect-TCPX), for
+    which NCCL doubles the channels across nodes (``src/graph/connect.cc``)."""
     pick_scale: float = 1.0
     """NCCL's choice of algorithm and protocol is made as for this multiple of the size: where a
     machine's NCCL (its version, its tuning) switches at other sizes than the model says, as a
