@@ -67,7 +67,9 @@ FORCED = {"ring": "ring", "tree": "nccl_tree"}
 # node predicts each collective on 2 nodes), 2 H100 nodes on InfiniBand -> 4 and 8 (and
 # 4 -> 8), one GPU per node -> eight (B200, NDm A100 v4), a GB300 or GB200 tray (4 GPUs) ->
 # 2 trays, a rack (16 trays) and two racks, and one H100 cluster of 10 nodes (p2p on 2 nodes ->
-# 10, one node -> 2 and 10).
+# 10 at 1, 2, 4 and 8 GPUs per node, one node -> 2 and 10, and its 10 nodes at 1 -> 2 -> 4
+# GPUs per node; 4 -> 8 is left out for its cost: a fit at 40 GPUs up to 16 GiB, then 80-GPU
+# predictions).
 SCALE_UP = (*(("vp-h100-1n-ar", f"vp-h100-4n-{c}") for c in ("ar", "ag", "bcast", "reduce")),
             ("h100-ib-2n-ar-issue309", "h100-ib-4n-ar-issue309"),
             ("h100-ib-2n-ar-issue309", "h100-ib-8n-ar-issue309"),
@@ -84,17 +86,22 @@ SCALE_UP = (*(("vp-h100-1n-ar", f"vp-h100-4n-{c}") for c in ("ar", "ag", "bcast"
                                     ("gb200", "ar", (32,)), ("gb200", "a2a", (2, 16, 32)))
               for n in trays),
             # one H100 cluster (nccl-tests-cluster's example): p2p on 2 nodes -> 10, 1 node ->
-            # 2 and 10
+            # 2 and 10, and 10 nodes at twice the GPUs per node
             *((f"ntc-h100-{small}-{c}", f"ntc-h100-{large}-{c}")
               for small, large, c in (("2x1", "10x1", "sendrecv"), ("2n", "10n", "sendrecv"),
                                       ("2x1", "10x1", "a2a"), ("2n", "10n", "a2a"),
-                                      ("1n", "2n", "a2a"))),
-            *((f"ntc-h100-1n-{c}", f"ntc-h100-10n-{c}") for c in ("ar", "ag", "rs")))
+                                      ("1n", "2n", "a2a"),
+                                      ("2x2", "10x2", "sendrecv"), ("2x4", "10x4", "sendrecv"),
+                                      ("2x2", "10x2", "a2a"), ("2x4", "10x4", "a2a"))),
+            *((f"ntc-h100-1n-{c}", f"ntc-h100-10n-{c}") for c in ("ar", "ag", "rs")),
+            *((f"ntc-h100-{small}-{c}", f"ntc-h100-{large}-{c}")
+              for small, large in (("10x1", "10x2"), ("10x2", "10x4"))
+              for c in ("ar", "ag", "rs")))
 # (fitted on, predicted) runs of one machine and source: a p2p run across nodes (sendrecv or
 # alltoall, whose fit frees only the network's figures and the launch) -> the collectives the
 # same source measured on the same machine, at its node count or more. NDm A100 v4: 2 x 1 GPU
 # (every peer across the network) and 2 x 8 GPUs -> allreduce and allgather on 2 nodes; an
-# H100 cluster (nccl-tests-cluster's example): sendrecv on 2 nodes of 1 and of 8 GPUs, and
+# H100 cluster (nccl-tests-cluster's example): sendrecv on 2 nodes of 1, 2, 4 and 8 GPUs, and
 # alltoall on 2 x 1 -> allreduce, allgather and reducescatter on 10 nodes of as many GPUs.
 # OCI's 2-rack alltoall (128 GPUs) is left out for its cost: a fit simulates every size of
 # the run for each trial of the figures, here at 128 GPUs (an 80-GPU 16 GiB call takes 30 s).
@@ -103,6 +110,7 @@ FROM_P2P = (*((f"azure-ndmv4-{p2p}-a2a", f"azure-ndmv4-{target}-{c}")
               for c in ("ar", "ag")),
             *((f"ntc-h100-{p2p}", f"ntc-h100-{target}-{c}")
               for p2p, target in (("2x1-sendrecv", "10x1"), ("2x1-a2a", "10x1"),
+                                  ("2x2-sendrecv", "10x2"), ("2x4-sendrecv", "10x4"),
                                   ("2n-sendrecv", "10n"))
               for c in ("ar", "ag", "rs")))
 

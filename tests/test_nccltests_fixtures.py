@@ -66,9 +66,24 @@ LOGS = [
            ("reducescatter", 33554400, 17179869120, 48.84),
            ("alltoall", 33554400, 17179869120, 44.66),
            ("sendrecv", 32 << 20, 16 << 30, 24.86)])],
+    *[(f"ntc-h100-10x{per_host}-5tests.txt", i, collective, 10 * per_host, 10, per_host, H100, 10,
+       first, last, busbw, "adaptive")
+      for per_host, runs in (
+          (2, [("allreduce", 32 << 20, 16 << 30, 97.85),
+               ("allgather", 33554240, 17179869120, 97.31),
+               ("reducescatter", 33554240, 17179869120, 97.83),
+               ("alltoall", 33554240, 17179869120, 47.83),
+               ("sendrecv", 32 << 20, 16 << 30, 25.19)]),
+          (4, [("allreduce", 32 << 20, 16 << 30, 196.30),
+               ("allgather", 33553920, 17179868800, 194.36),
+               ("reducescatter", 33553920, 17179868800, 195.38),
+               ("alltoall", 33553920, 17179868800, 49.53),
+               ("sendrecv", 32 << 20, 16 << 30, 26.22)]))
+      for i, (collective, first, last, busbw) in enumerate(runs)],
     *[(f"ntc-h100-{shape}-pair-a2a-sendrecv.txt", i, collective, 2 * per_host, 2, per_host, H100,
        3, 4 << 30, 16 << 30, busbw, "adaptive")
-      for shape, per_host, busbws in (("2n", 8, (92.04, 45.87)), ("2x1", 1, (38.84, 43.78)))
+      for shape, per_host, busbws in (("2n", 8, (92.04, 45.87)), ("2x1", 1, (38.84, 43.78)),
+                                      ("2x2", 2, (72.14, 43.92)), ("2x4", 4, (82.82, 40.21)))
       for i, (collective, busbw) in enumerate(zip(("alltoall", "sendrecv"), busbws, strict=True))],
 ]
 
@@ -103,8 +118,8 @@ SOURCES = [
 def test_every_log_fixture_is_covered():
     files = {path.name for path in (VALIDATION / "logs").glob("*.txt")}
     assert files == {entry[0] for entry in LOGS}
-    assert len(LOGS) == 41  # 12 single-run logs, the 8 runs of the OCI GB300 file, 2 of #309,
-    # 19 of nccl-tests-cluster's 5 files
+    assert len(LOGS) == 55  # 12 single-run logs, the 8 runs of the OCI GB300 file, 2 of #309,
+    # 33 of nccl-tests-cluster's 9 files
 
 
 @pytest.mark.parametrize(("name", "index", "collective", "ranks", "hosts", "per_host", "gpu",
