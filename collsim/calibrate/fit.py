@@ -32,8 +32,15 @@ from collsim.hardware.topology import Topology
 
 SENSITIVITY = 0.05   # d log(time) / d log(factor) some point must reach
 COLLINEAR = 0.3      # share of a column left after projecting out the figures before it
+# Measured sizes a freed figure needs (``identifiable``): with as many figures as sizes the fit
+# passes through every size, noise included, and a figure a size moves by a few percent per
+# unit of u is sent to its bound to explain that size's scatter (2 sizes of a 2-node tree log
+# fitted the network's latency x2.5, the other 3 sizes x0.31). Two sizes a figure leave one
+# degree of freedom per figure to average the scatter over.
+SIZES_PER_FIGURE = 2
 UNSEEN = "no measured time depends on it"
 ALIKE = "the logs cannot tell it apart from the figures before it"
+FEW = "the logs have too few sizes to fit it as well as the figures they move more"
 STEP = 0.03          # finite-difference step in u, taken downwards (see ``jacobian``)
 MAX_ITERATIONS = 12
 LOOKS = 2  # reads of which figures are free: at the preset, then where that fit ended
@@ -292,10 +299,12 @@ def launch_of(case: Case) -> float:
 
 
 def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
-    """Why each undetermined figure is undetermined ({} if all are determined)."""
+    """Why each undetermined figure is undetermined ({} if all are determined): unseen, a
+    copy of figures before it, or beyond what the sizes can fit (``figure_budget``)."""
     why: dict[str, str] = {}
     sensitivity = np.abs(jacobian).max(axis=0) if jacobian.size else np.zeros(len(names))
     accepted: list[np.ndarray] = []
+    kept: list[int] = []
     for j in range(len(names)):  # registry order: on a tie the physical cause goes first
         name = names[j]
         if sensitivity[j] < SENSITIVITY:
@@ -308,7 +317,36 @@ def identifiable(jacobian: np.ndarray, names: Sequence[str]) -> dict[str, str]:
             why[name] = ALIKE
             continue
         accepted.append(column / np.linalg.norm(column))
+        kept.append(j)
+    chosen = most_telling(jacobian, kept, figure_budget(jacobian.shape[0]))
+    why.update((names[j], FEW) for j in kept if j not in chosen)
     return why
+
+
+def figure_budget(sizes: int) -> int:
+    """How many figures ``sizes`` measured times can fit (``SIZES_PER_FIGURE``)."""
+    return sizes // SIZES_PER_FIGURE
+
+
+def most_telling(jacobian: np.ndarray, columns: Sequence[int], budget: int) -> list[int]:
+    """At most ``budget`` of ``columns``, each the one that moves the times most after
+    projecting out those chosen before it (a pivoted Gram-Schmidt): the figures the sizes
+    say most about, in the order chosen."""
+    chosen: list[int] = []
+    basis: list[np.ndarray] = []
+    left = list(columns)
+    while left and len(chosen) < budget:
+        rest = {}
+        for j in left:
+            column = jacobian[:, j].copy()
+            for b in basis:
+                column -= b * (b @ column)
+            rest[j] = column
+        best = max(left, key=lambda j: (np.linalg.norm(rest[j]), -j))
+        chosen.append(best)
+        basis.append(rest[best] / np.linalg.norm(rest[best]))
+        left.remove(best)
+    return chosen
 
 
 def calibrate(cases: Sequence[Case], names: Sequence[str] | None = None, *,
@@ -461,7 +499,10 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
             kept = [j for j, n in enumerate(names) if why.get(n) == UNSEEN]  # stay unseen
             jacobian = model.jacobian(u, low, high, [*never, *kept])
             more = {n: w for n, w in identifiable(jacobian, names).items() if n in why}
-            more.update((n, w) for n, w in why.items() if w == UNSEEN)
+            more.update((n, w) for n, w in why.items() if w in (UNSEEN, FEW))
+            room = figure_budget(len(model.measured)) - (len(names) - len(why))
+            freed = [n for n in names if n in why and n not in more]
+            more.update((n, FEW) for n in freed[max(room, 0):])
             if len(more) == len(why):
                 break
             sources.update((n, labels) for n, labels in seen_by(cases, jacobian, names).items()
