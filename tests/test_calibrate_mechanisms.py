@@ -268,3 +268,25 @@ def test_two_sizes_do_not_send_a_figure_to_explain_their_scatter(monkeypatch, ca
         assert why["reachable.network"] == fit_module.FEW  # PCIe's is a copy of it (ALIKE)
         assert abs(np.log(determined[0].factor)) < np.log(1.06)
         assert errors.max() <= 0.06
+
+
+def test_the_figures_freed_on_few_sizes_are_those_that_explain_the_errors():
+    """Three sizes, errors of -10% at each (a bandwidth the preset puts 10% high): a latency
+    column that moves the small size most (norm 1.0) and a bandwidth column that moves every
+    size alike (norm 0.9). Two figures fit the budget of three sizes, so both stay free; with
+    a third, a copy of neither, one must go. The one kept first is the bandwidth, which explains
+    the errors, not the latency, which the sizes move most; then, nothing left to explain,
+    the latency, which moves the times more than the third once the bandwidth is projected
+    out."""
+    latency = np.array([0.9, 0.4, 0.1])
+    bandwidth = np.array([0.52, 0.52, 0.52])
+    third = np.array([0.0, 0.3, -0.3])
+    residual = np.full(3, np.log(0.9))
+    names = ["latency.network", "reachable.network", "efficiency.LL128"]
+    two = np.column_stack([latency, bandwidth])
+    assert fit_module.identifiable(two, names[:2], residual) == {}
+    three = np.column_stack([latency, bandwidth, third])
+    assert fit_module.figure_budget(3) == 2
+    assert fit_module.most_telling(three, residual, [0, 1, 2], 1) == [1]
+    assert fit_module.identifiable(three, names, residual) == {
+        "efficiency.LL128": fit_module.FEW}
