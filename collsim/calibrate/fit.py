@@ -341,9 +341,7 @@ def most_telling(jacobian: np.ndarray, residual: np.ndarray, columns: Sequence[i
     """At most ``budget`` of ``columns`` (all if they fit), chosen one at a time: the figure
     whose column, after projecting out those chosen before it, explains most of what is left
     of ``residual`` (orthogonal matching pursuit; on a tie, the one that moves the times
-    most). Taking the most sensitive figure instead sent the network's latency to its bound
-    on 3 large sizes of a 10-node ring that ran 10% slow at every size, where the NICs'
-    reach explains them."""
+    most): the figures the errors ask for, not those the sizes happen to move most."""
     if len(columns) <= budget:
         return list(columns)
     chosen: list[int] = []
