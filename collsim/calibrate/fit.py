@@ -511,8 +511,8 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
     iterations = 0
     for look in range(LOOKS):
         if look:  # the Jacobian where the last look's fit ended
-            if ALIKE not in why.values():
-                break  # only copies are reconsidered: none is left
+            if ALIKE not in why.values() or FEW in why.values():
+                break  # only copies are reconsidered: none is left, or no size to spare
             kept = [j for j, n in enumerate(names) if why.get(n) == UNSEEN]  # stay unseen
             jacobian = model.jacobian(u, low, high, [*never, *kept])
             more = {n: w for n, w in identifiable(jacobian, names, model.residuals(u)).items()
