@@ -517,8 +517,8 @@ def _fit(cases: Sequence[Case], names: Sequence[str], max_iterations: int,
             jacobian = model.jacobian(u, low, high, [*never, *kept])
             more = {n: w for n, w in identifiable(jacobian, names, model.residuals(u)).items()
                     if n in why}
-            more.update((n, w) for n, w in why.items() if w in (UNSEEN, FEW))
-            room = figure_budget(len(model.measured)) - (len(names) - len(why))
+            more.update((n, w) for n, w in why.items() if w == UNSEEN)
+            room = figure_budget(len(model.measured)) - (len(names) - len(why))  # to spare
             freed = [n for n in names if n in why and n not in more]
             more.update((n, FEW) for n in freed[max(room, 0):])
             if len(more) == len(why):
