@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from collsim.calibrate import fit as fit_module
 from collsim.calibrate.cases import Case, case_from_run, repicked, shape
-from collsim.calibrate.figures import FIGURES, apply
+from collsim.calibrate.figures import FIGURES, apply, calibrated, step_latency
 from collsim.calibrate.fit import Model, _levenberg_marquardt, calibrate, unseen
 from collsim.calibrate.predict import Pick, with_figures
 from collsim.calibrate.writer import calibrated_yaml
@@ -219,3 +219,74 @@ def test_a_second_look_frees_a_cap_the_preset_hid(monkeypatch, looks):
         assert fitted["efficiency.LL128"].determined and share < 1.0
         assert nvlink * share == pytest.approx(0.5, rel=0.01)
         assert result.errors[0].after_p90 < 0.01
+
+
+def _latency_and_bandwidth(topology, collective, size, gpus, pick):
+    """A call across nodes that pays 20 of the network's per-step latencies and then moves
+    its bytes at the rings' reach of the NICs, and 1/4 of them over PCIe: three figures, each
+    seen by every size, the latency mostly by the small ones."""
+    figures = topology.machine.nccl
+    latency = step_latency(figures, "Simple", "ring", "network")
+    return _Timed(20 * latency + size / figures.reached("network")
+                  + size / (4 * figures.reached("pcie")))
+
+
+@pytest.mark.parametrize("capped", [False, True])
+def test_two_sizes_do_not_send_a_figure_to_explain_their_scatter(monkeypatch, capped):
+    """Measured: the preset's machine, its 2 sizes off by +6% and -3% (a log's scatter). Three
+    figures free on two sizes (two told apart, the third a copy) pass through both: the rings'
+    reach of the NICs runs away (x0.74) with the latency the other way to absorb the
+    scatter, and the largest held-out size comes out 23% slow, where the preset is exact.
+    With one size to spare (``SPARE_SIZES``) the fit frees one figure, the one that explains
+    the errors best (here the latency), which stays within 6% of the preset, and every other
+    size is predicted within the scatter."""
+    monkeypatch.setattr(fit_module, "simulate_pick", _latency_and_bandwidth)
+    if not capped:  # every figure the Jacobian tells apart is free, as many as the sizes
+        monkeypatch.setattr(fit_module, "figure_budget", lambda sizes: sizes)
+    topology, gpus = shape(resolve_topology("h100-cluster"), 2, 1, {}, "toy")
+    pick = Pick("ring", "Simple", 4)
+
+    def times(top, sizes):
+        return [_latency_and_bandwidth(top, "allreduce", s, gpus, pick).time_s for s in sizes]
+
+    fitted_on, held = [2**18, 2**22], [2**16, 2**20, 2**24, 2**26]
+    measured = [t * k for t, k in zip(times(topology, fitted_on), (0.94, 1.03), strict=True)]
+    case = Case("toy", topology, gpus, "allreduce", fitted_on, measured, [pick] * 2, 2, 1)
+    names = ["latency.network", "reachable.network", "reachable.pcie"]
+    result = calibrate([case], names=names, pick_scales=())
+    moved = with_figures(topology, calibrated(topology.machine, result.factors))
+    errors = np.abs(np.array(times(moved, held)) / np.array(times(topology, held)) - 1)
+    determined = [f for f in result.figures if f.determined]
+    if not capped:
+        assert len(determined) >= 2
+        assert max(abs(np.log(f.factor)) for f in determined) > np.log(1.25)
+        assert errors.max() > 0.06
+    else:
+        assert len(determined) == 1
+        assert [f.name for f in determined] == ["latency.network"]
+        why = {f.name: f.why for f in result.figures}
+        assert why["reachable.network"] == fit_module.FEW  # PCIe's is a copy of it (ALIKE)
+        assert abs(np.log(determined[0].factor)) < np.log(1.06)
+        assert errors.max() <= 0.06
+
+
+def test_the_figures_freed_on_few_sizes_are_those_that_explain_the_errors():
+    """Three sizes, errors of -10% at each (a bandwidth the preset puts 10% high): a latency
+    column that moves the small size most (norm 1.0) and a bandwidth column that moves every
+    size alike (norm 0.9). Two figures fit the budget of three sizes, so both stay free; with
+    a third, a copy of neither, one must go. The one kept first is the bandwidth, which explains
+    the errors, not the latency, which the sizes move most; then, nothing left to explain,
+    the latency, which moves the times more than the third once the bandwidth is projected
+    out."""
+    latency = np.array([0.9, 0.4, 0.1])
+    bandwidth = np.array([0.52, 0.52, 0.52])
+    third = np.array([0.0, 0.3, -0.3])
+    residual = np.full(3, np.log(0.9))
+    names = ["latency.network", "reachable.network", "efficiency.LL128"]
+    two = np.column_stack([latency, bandwidth])
+    assert fit_module.identifiable(two, names[:2], residual) == {}
+    three = np.column_stack([latency, bandwidth, third])
+    assert fit_module.figure_budget(3) == 2
+    assert fit_module.most_telling(three, residual, [0, 1, 2], 1) == [1]
+    assert fit_module.identifiable(three, names, residual) == {
+        "efficiency.LL128": fit_module.FEW}
