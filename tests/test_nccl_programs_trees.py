@@ -160,6 +160,15 @@ def test_nvls_tree_pays_nccls_arity_figure_where_a_loop_hides_all_but_the_ends()
     assert paid - free == pytest.approx(2 * 8 * 0.4e-6, rel=0.05)
 
 
+def test_nvls_tree_data_with_the_scatter_and_gather_charged():
+    # The pauses move no data: the sums still match numpy on nodes of 3 GPUs.
+    program = REGISTRY["allreduce", "nvls_tree"].program
+    for p in (4, 6, 9, 16):
+        job = Job("allreduce", p, 5 * p + 3, 4, nodes=tuple(i // 3 for i in range(p)),
+                  params={"channels": 3, "chunk_size": 8, "arity_us": 0.4})
+        check_algorithm(program, nvls_tree_job(job), "sum", "float32", seed=p)
+
+
 def replace_params(job: Job, **params) -> Job:
     return dataclasses.replace(job, params={**job.params, **params})
 
