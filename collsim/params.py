@@ -14,6 +14,9 @@ DEFAULT_DTYPE = "float32"  # as nccl-tests
 DEFAULT_CHUNK_BYTES = 512 * 1024
 # Parameters every algorithm accepts, besides the ones its registration declares.
 COMMON_PARAMS = ("root", "dtype", "placement")
+# Parameters only a plan under NCCL's costs sets (no caller gives them): NVLS's seconds a
+# head on its scatter and gather. A run of the call at another size carries them over.
+PLANNED_ONLY = ("arity_us",)
 
 
 class CallParams(TypedDict, total=False):

@@ -4,21 +4,25 @@ closed forms (one node on the ideal switch) and the machines these programs refu
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from collsim.algorithms import REGISTRY
 from collsim.algorithms.nccl.collnet import collnet_chain_job, collnet_direct_job
 from collsim.algorithms.nccl.nvls import nvls_allreduce_job
-from collsim.algorithms.nccl.nvls_tree import depth, nvls_tree_job
+from collsim.algorithms.nccl.nvls_tree import depth, loop_serial, nvls_tree_job
+from collsim.callspec import CallSpec
 from collsim.engine.costs import IDEAL
 from collsim.engine.data import check_algorithm
+from collsim.engine.timing import TimingEngine
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.topology import switch
 from collsim.nccl.layout import double_tree
 from collsim.program import Job, Parallel, Recv, Send
-from collsim.simulate import make_job, simulate
+from collsim.simulate import make_call, make_job, simulate
 from tests.helpers import uneven_nodes
 from tests.test_nccl_algorithms import CLUSTER, DTYPES, OPS
 
@@ -117,6 +121,56 @@ def test_nvls_tree_on_two_nodes_by_hand():
     job, _ = make_job(topology, REGISTRY["allreduce", "nvls_tree"], 16, n, {"channels": 3})
     assert [h.endpoint for h in job.helpers] == ["n0.nvswitch", "n1.nvswitch"]
     assert job.lanes == (3,)
+
+
+def test_nvls_tree_scatter_and_gather_one_head_after_another_by_hand():
+    # Two loops of one channel (8 heads, a chunk of n/16 each): loop 0's scatter (8a) before
+    # it goes up, loop 1's beside loop 0's send, loop 0's gather beside loop 1's receive and
+    # loop 1's after it. With a = 1 ms each loop's trip (T, the one-chunk case above at n/2)
+    # is over before the next pause ends: loop 1 leaves at 16a and is back at 16a + T, its
+    # gather ends at 24a + T.
+    topology = cluster()
+    n, a = 8 * 2**20, 1e-3
+    algorithm = REGISTRY["allreduce", "nvls_tree"]
+    job, gpus, _ = make_call(CallSpec(topology, "allreduce", "nvls_tree", 16, n,
+                                      {"chunk_size": n // 16, "channels": 1}, IDEAL))
+    assert "arity_us" not in job.params  # the ideal model pays nothing
+    lead, scatter, gather, tail = loop_serial(replace_params(job, arity_us=a * 1e6),
+                                              [(0, job.count // 2)] * 2, 8)
+    assert [lead, *scatter, *gather, tail] == pytest.approx([8 * a, 8 * a, 0, 0, 8 * a, 8 * a])
+    time = TimingEngine(topology, gpus, replace_params(job, arity_us=a * 1e6),
+                        algorithm.program).run().time
+    m = n / 2
+    latency, bandwidth = route_figures(topology, 3, 11)
+    trip = (2 * (NVLINK_LATENCY + m / NVLINK) + 2 * (NVLINK_LATENCY + m / 8 / NVLINK)
+            + 2 * (latency + m / 8 / bandwidth))
+    assert time == pytest.approx(24 * a + trip, rel=1e-12)
+
+
+def test_nvls_tree_pays_nccls_arity_figure_where_a_loop_hides_all_but_the_ends():
+    # Under NCCL's costs every GPU pays 0.4 us a head each way; at 128 MiB on 2 nodes
+    # (8 loops of 16 MiB) each loop's scatter and gather hide behind the loops' bytes, so
+    # the call takes the first scatter and the last gather longer: 2 x 8 x 0.4 us.
+    topology = load_topology("topologies/h100-cluster.yaml", {"nodes": 2})
+    algorithm = REGISTRY["allreduce", "nvls_tree"]
+    job, gpus, plan = make_call(CallSpec(topology, "allreduce", "nvls_tree", 16, 2**27, {}))
+    assert job.params["arity_us"] == 0.4
+    paid, free = (TimingEngine(topology, gpus, replace_params(job, **extra), algorithm.program,
+                               plan.costs).run().time for extra in ({}, {"arity_us": 0.0}))
+    assert paid - free == pytest.approx(2 * 8 * 0.4e-6, rel=0.05)
+
+
+def test_nvls_tree_data_with_the_scatter_and_gather_charged():
+    # The pauses move no data: the sums still match numpy on nodes of 3 GPUs.
+    program = REGISTRY["allreduce", "nvls_tree"].program
+    for p in (4, 6, 9, 16):
+        job = Job("allreduce", p, 5 * p + 3, 4, nodes=tuple(i // 3 for i in range(p)),
+                  params={"channels": 3, "chunk_size": 8, "arity_us": 0.4})
+        check_algorithm(program, nvls_tree_job(job), "sum", "float32", seed=p)
+
+
+def replace_params(job: Job, **params) -> Job:
+    return dataclasses.replace(job, params={**job.params, **params})
 
 
 def test_collnet_direct_on_two_nodes_by_hand():

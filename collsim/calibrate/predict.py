@@ -35,6 +35,7 @@ from collsim.hardware.nccl_names import MODELLED_COLLECTIVES, PROTOCOLS
 from collsim.hardware.topology import Topology
 from collsim.nccl.adapter import nccl_system
 from collsim.nccl.choice import choose
+from collsim.params import PLANNED_ONLY
 from collsim.simulate import simulate
 
 P2P = ("nccl_p2p", "direct")  # what runs a collective NCCL has no algorithm for, in order
@@ -143,7 +144,8 @@ def pick_plan(topology: Topology, collective: str, size: int, gpus: Sequence[int
     chunk) and its cost model: a run of these parameters at another size keeps its loops."""
     params = _params(collective, gpus, chosen)
     planned = plan(topology, collective, chosen.algorithm, list(gpus), size, params)
-    return {**planned.params, **params}, planned.costs
+    given = {name: value for name, value in planned.params.items() if name not in PLANNED_ONLY}
+    return {**given, **params}, planned.costs  # the plan sets PLANNED_ONLY again
 
 
 def simulate_pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],

@@ -4,6 +4,7 @@ chunk count, and its reference runs on the machine's first nodes."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from collsim.algorithms.nccl.nvls import lane_chunks
@@ -14,6 +15,7 @@ from collsim.callspec import CallSpec
 from collsim.engine.costs import CostModel
 from collsim.engine.timing import TimingEngine
 from collsim.hardware.topology import Topology
+from collsim.params import PLANNED_ONLY
 from collsim.program import Job
 
 
@@ -53,10 +55,15 @@ def pipeline_for(topology: Topology, algorithm: Algorithm, job: Job, gpus: list[
             # the call's GPUs (the path runs only where they are the first, in order, and a
             # reference takes the first of them by default)
             size = size_bytes if count == job.count else count * job.itemsize
-            params = {name: value for name, value in job.params.items() if name != "placement"}
+            params = {name: value for name, value in job.params.items()
+                      if name != "placement" and name not in PLANNED_ONLY}
             spec = CallSpec(topology, algorithm.collective, algorithm.name, ranks, size,
                             params, costs)
-            ref_job, placed[id(ref_job)], _ = make_call(spec, algorithm)
+            ref_job, ref_gpus, _ = make_call(spec, algorithm)
+            planned = {name: job.params[name] for name in PLANNED_ONLY if name in job.params}
+            if planned:  # the plan's own figures, which a caller's cost model does not imply
+                ref_job = replace(ref_job, params={**ref_job.params, **planned})
+            placed[id(ref_job)] = ref_gpus
             return ref_job
 
         def run_reference(ref_job: Job) -> tuple[float, int]:

@@ -359,8 +359,9 @@ def nvls_protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
                          channels: int | str) -> CallParams:
     """NVLS's chunk follows the call's size (:func:`nvls_chunk_bytes`) and the chunk sizes the
     machine's ``nccl.environment`` sets (NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE); an
-    allreduce on one node also pays NCCL's per-head scatter and gather (``arity_us``,
-    :func:`serial_steps`)."""
+    allreduce on one node, and NVLSTree's on any, also pays NCCL's per-head scatter and
+    gather (``arity_us``: :func:`serial_steps`, and ``loop_serial`` in nvls_tree.py). Not
+    charged: NVLS across nodes (with CollNet), whose kernel runs them too."""
     per_node = gpus_per_node(call.topology, gpus)
     implied: CallParams = {}
     if "chunk_size" not in call.params:
@@ -371,7 +372,7 @@ def nvls_protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
             call.algorithm, call.size_bytes, int(channels), heads, len(per_node),
             nvls_chunk=environment.get("NCCL_NVLS_CHUNKSIZE", NVLS_CHUNK_BYTES),
             tree_max=environment.get("NCCL_NVLSTREE_MAX_CHUNKSIZE"))
-    if len(per_node) == 1 and call.collective == "allreduce":
+    if call.collective == "allreduce" and (len(per_node) == 1 or call.algorithm == "nvls_tree"):
         implied["arity_us"] = COLLNET_DIRECT_ARITY_US
     return implied
 

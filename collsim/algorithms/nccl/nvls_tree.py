@@ -12,6 +12,8 @@ is cut in two: the even channels' share climbs tree 0 while the odd ones' climbs
 (with one channel, all of it tree 0), both trees busy from the first loop on; each head's
 NIC carries both trees, and the node inner in one is a leaf in the other. Chunks pipeline
 through the whole path (NVLS's 128 KiB per channel by default; one lane of all channels).
+Under NCCL's costs every GPU also pays the kernel's scatter and gather inside its node, which
+copy each loop's chunks one head after another, as on one node (:func:`loop_serial`).
 On one node this is ``nvls``.
 
 Not modelled: NCCL's split of the heads' threads between tree up and down by channel; the
@@ -24,11 +26,12 @@ from dataclasses import replace
 from typing import Any
 
 from collsim.algorithms.nccl.nvls import (
+    DOWN,
     ONE_NODE_FORM,
     RESULT,
     TREE_DOWN,
     TREE_UP,
-    gpu_threads,
+    UP,
     head,
     headed,
     heads_of,
@@ -41,6 +44,7 @@ from collsim.algorithms.nccl.nvls import (
 )
 from collsim.algorithms.nccl.switches import (
     channels_of,
+    chunk_elements,
     node_groups,
     nvswitch_of,
     require,
@@ -50,7 +54,8 @@ from collsim.algorithms.nccl.switches import (
 from collsim.algorithms.nccl.tree import WINDOW, relay_steps
 from collsim.algorithms.registry import register
 from collsim.nccl.layout import Tree, double_tree
-from collsim.program import Job, Parallel, Program
+from collsim.nccl.search import nvls_heads
+from collsim.program import Job, Op, Parallel, Pause, Program, Recv, Send
 
 
 def depth(tree: Tree) -> int:
@@ -81,6 +86,60 @@ def tree_halves(job: Job, stages: int) -> tuple[list[tuple[int, int]], list[int]
     return regions, trees
 
 
+def loop_serial(job: Job, regions: list[tuple[int, int]], heads: int
+                ) -> tuple[float, list[float], list[float], float]:
+    """The seconds a GPU spends on NCCL's scatter and gather across nodes, one head after
+    another (``runNvlsTree`` in NCCL's src/device/all_reduce.h: every GPU's scatter and
+    gather groups run ``ScatterGatherOp`` over the loop's ``heads`` chunks, as on one node,
+    :func:`~collsim.algorithms.nccl.nvls.serial_steps`): (the first loop's scatter, before
+    the first send up; the scatter beside each region's send; the gather beside each
+    region's receive; the last loop's gather, after the last receive).
+
+    A loop costs ``arity_us`` a head each way; NCCL's last loop too, since it cuts what is
+    left into one piece per head (``lastChunkCount``). As on one node, loop l's scatter runs
+    while loop l-1 moves and its gather while loop l+1 moves: a region (half a loop, or
+    several loops where the pipeline's cap joins them) pays for the part of the call, by
+    its bytes, that the loops before (scatter) or after (gather) it stand for."""
+    none = [0.0] * len(regions)
+    arity = float(job.params.get("arity_us", 0.0)) * 1e-6
+    if arity <= 0 or job.count <= 0:
+        return 0.0, none, list(none), 0.0
+    loops = -(-job.count // (channels_of(job) * heads * chunk_elements(job)))  # NCCL's
+    loop = arity * heads
+    scatter, gather = list(none), list(none)
+    start = 0
+    for i, (_, count) in enumerate(regions):
+        lo, hi = start / job.count, (start + count) / job.count
+        start += count
+        scatter[i] = loop * loops * max(0.0, min(hi, 1 - 1 / loops) - lo)
+        gather[i] = loop * loops * max(0.0, hi - max(lo, 1 / loops))
+    return loop, scatter, gather, loop
+
+
+def gpu_threads(job: Job, switch: int, cs: list[tuple[int, int]], heads: int
+                ) -> list[Program]:
+    """A GPU's regions up to its switch and the results back, side by side, each beside its
+    share of the scatter and gather (:func:`loop_serial`)."""
+    lead, scatter, gather, tail = loop_serial(job, cs, heads)
+
+    def beside(op: Op, seconds: float) -> tuple[Op, ...]:
+        return (op, Pause(seconds)) if seconds > 0 else (op,)
+
+    def up() -> Program:
+        if lead:
+            yield Pause(lead)
+        for i, chunk in enumerate(cs):
+            yield beside(Send(switch, UP[i], *chunk), scatter[i])
+
+    def down() -> Program:
+        for i, chunk in enumerate(cs):
+            yield beside(Recv(switch, DOWN[i], *chunk), gather[i])
+        if tail:
+            yield Pause(tail)
+
+    return [up(), down()]
+
+
 def _program(rank: int, job: Job) -> Program:
     p = job.nranks
     if p == 1:
@@ -96,8 +155,8 @@ def _program(rank: int, job: Job) -> Program:
         return
     node = next(k for k, ranks in enumerate(nodes) if rank in ranks)
     switch = p + node
-    threads = gpu_threads(switch, cs)
     m = heads_of(nodes)
+    threads = gpu_threads(job, switch, cs, nvls_heads(m))
     for h in headed(rank, nodes[node], m):
         piece = [slices(c, m)[h] for c in cs]
         up, down = TREE_UP.part(h, m), TREE_DOWN.part(h, m)
