@@ -84,18 +84,19 @@ def test_only_routes_across_the_network_are_staged():
     assert staging.crosses(0, topology.gpus_per_node)
 
 
+@pytest.mark.parametrize("nodes", [2, 4])
 @pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter"])
-def test_lockstep_path_gives_the_events_times_to_the_bit(collective):
-    """Two nodes of one GPU, LL128 and Simple: the whole-step path charges the same delays
-    as the event engine."""
-    topology = _cluster()
-    gpus = [0, topology.gpus_per_node]
+def test_lockstep_path_gives_the_events_times_to_the_bit(collective, nodes):
+    """Two and four nodes of one GPU, LL128 and Simple: the whole-step path charges the same
+    delays, and hides the same latency, as the event engine."""
+    topology = load_topology(find_topology("a100-cluster"), {"nodes": nodes})
+    gpus = [node * topology.gpus_per_node for node in range(nodes)]
     algorithm = get_algorithm(collective, "ring")
     for protocol in ("Simple", "LL128"):
         costs = cost_model(topology, "ring", protocol, gpus)
         params = {"placement": gpus, "protocol": protocol, "channels": 2,
                   "chunk_size": 2 * MIB if protocol == "Simple" else 576000}
-        job, placed = make_job(topology, algorithm, 2, 24 * MIB, params)
+        job, placed = make_job(topology, algorithm, nodes, 24 * MIB, params)
         runs = [TimingEngine(topology, placed, job, algorithm.program, costs,
                              steps=algorithm.lockstep, lockstep=flag).run()
                 for flag in (True, False)]
