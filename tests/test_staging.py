@@ -1,8 +1,10 @@
 """The GPU's copies of a slice on a network hop (collsim.engine.staging): a message that
 crosses the network waits for its first slice's write into the connection's buffer and its
 last slice's read out of it, at NCCL's per-channel figure, unless the ring's step passes the
-data on in the same pass. Checked by hand on a ring of two nodes of one GPU, against the
-same calls without the copies, on one node (nothing moves) and between the engine's paths."""
+data on in the same pass; and a message passed on so hides its latency behind its slices
+after the first. Checked by hand on rings of nodes of one GPU, against the same calls
+without the copies or the slices, on one node (nothing moves) and between the engine's
+paths."""
 
 from __future__ import annotations
 
@@ -111,18 +113,19 @@ def test_only_routes_across_the_network_are_staged():
     assert staging.crosses(0, topology.gpus_per_node)
 
 
+@pytest.mark.parametrize("nodes", [2, 4])
 @pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter"])
-def test_lockstep_path_gives_the_events_times_to_the_bit(collective):
-    """Two nodes of one GPU, LL128 and Simple: the whole-step path charges the same delays
-    as the event engine."""
-    topology = _cluster()
-    gpus = [0, topology.gpus_per_node]
+def test_lockstep_path_gives_the_events_times_to_the_bit(collective, nodes):
+    """Two and four nodes of one GPU, LL128 and Simple: the whole-step path charges the same
+    delays, and hides the same latency, as the event engine."""
+    topology = load_topology(find_topology("a100-cluster"), {"nodes": nodes})
+    gpus = [node * topology.gpus_per_node for node in range(nodes)]
     algorithm = get_algorithm(collective, "ring")
     for protocol in ("Simple", "LL128"):
         costs = cost_model(topology, "ring", protocol, gpus)
         params = {"placement": gpus, "protocol": protocol, "channels": 2,
                   "chunk_size": 2 * MIB if protocol == "Simple" else 576000}
-        job, placed = make_job(topology, algorithm, 2, 24 * MIB, params)
+        job, placed = make_job(topology, algorithm, nodes, 24 * MIB, params)
         runs = [TimingEngine(topology, placed, job, algorithm.program, costs,
                              steps=algorithm.lockstep, lockstep=flag).run()
                 for flag in (True, False)]
@@ -158,3 +161,60 @@ def test_a_longer_ring_pays_the_copies_once_a_loop_not_once_a_step():
     staged = _time(topology, "allgather", 64 * MIB, gpus, True)
     plain = _time(topology, "allgather", 64 * MIB, gpus, False)
     assert staged - plain == pytest.approx(4 * 2 * MIB / 24e9, rel=1e-9)
+
+
+def test_a_passed_on_message_hides_its_bytes_after_the_first_slice_up_to_its_latency():
+    """Staging.hidden: a lane of 2 channels, 1 MiB slices, 10 µs of latency; 4 MiB leave
+    at 100 GB/s, so 2 MiB follow the lane's first slices: 20.97 µs, capped at 10 µs; at
+    1 TB/s 2.1 µs of the 10; a message no larger than a slice a channel hides nothing."""
+    staging = Staging(MIB, 0.0, 0.0, _cluster())
+    assert staging.hidden(4 * MIB, 2, 10e-6, 100e9) == 10e-6
+    assert staging.hidden(4 * MIB, 2, 10e-6, 1e12) == pytest.approx(2 * MIB / 1e12)
+    assert staging.hidden(2 * MIB, 2, 10e-6, 100e9) == 0.0
+
+
+def _latency_hidden(topology, collective: str, size: int, gpus: list[int]) -> float:
+    """The NCCL ring's time (2 channels, 2 MiB chunks, Simple, no copies) with 1 MiB
+    slices passed on, less the same with 2 MiB slices (a chunk a channel: nothing hides)."""
+    costs = dataclasses.replace(cost_model(topology, "ring", "Simple", gpus),
+                                write_seconds=0.0, read_seconds=0.0)
+    params = {"placement": gpus, "protocol": "Simple", "channels": 2, "chunk_size": 2 * MIB}
+    times = [simulate(topology, collective, "ring", len(gpus), size, params,
+                      dataclasses.replace(costs, slice_bytes=slice_bytes)).time_s
+             for slice_bytes in (2 * MIB, MIB)]
+    return times[0] - times[1]
+
+
+def _network_latency(topology, gpus: list[int]) -> float:
+    costs = cost_model(topology, "ring", "Simple", gpus)
+    links = [topology.links[i] for i in topology.route(gpus[0], gpus[1])]
+    return costs.latency(links)
+
+
+@pytest.mark.parametrize("collective, size, nodes, loops, passed_on", [
+    # allgather of 64 MiB on 4 nodes: 4 loops of 3 network steps, the first two of which
+    # its receivers pass on
+    ("allgather", 64 * MIB, 4, 4, 2),
+    # allreduce of 32 MiB on 2 nodes: 4 loops of a send, a fused receive-reduce-send and a
+    # receive: the first message is passed on, the second is not
+    ("allreduce", 32 * MIB, 2, 4, 1),
+])
+def test_a_ring_of_network_hops_pays_a_hops_latency_once_a_loop(collective, size, nodes,
+                                                                  loops, passed_on):
+    """One GPU a node (A100, one 200 Gb/s NIC): each step a fused receive-and-send passes
+    on starts once the first 1 MiB slice of its 2 MiB has arrived, and the other slice, 1 MiB
+    a channel at 24 GB/s over 2 channels (87 µs), outlasts the network latency (NCCL's 14
+    µs): each passed-on message's latency is hidden whole, each loop pays its last one."""
+    topology = load_topology(find_topology("a100-cluster"), {"nodes": nodes})
+    gpus = [node * topology.gpus_per_node for node in range(nodes)]
+    latency = _network_latency(topology, gpus)
+    assert latency > 0
+    assert _latency_hidden(topology, collective, size, gpus) == \
+        pytest.approx(loops * passed_on * latency, rel=1e-9)
+
+
+def test_one_node_hides_nothing():
+    """The pass-on is charged on network hops only, like the copies."""
+    topology = _cluster()
+    gpus = list(range(topology.gpus_per_node))
+    assert _latency_hidden(topology, "allreduce", 64 * MIB, gpus) == 0.0

@@ -118,12 +118,18 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         transfers += p
         size = np.asarray(exchange.counts, dtype=np.int64) * itemsize
         if staging is not None and pattern.staged.any():
-            # Staging.route: the slice delay on the pairs whose route crosses the network
+            # Staging.route: the slice delay, less what a passed-on message's slices hide,
+            # on the pairs whose route crosses the network
             seconds = staging.seconds(exchange.forwarded, exchange.forwarding)
-            if seconds > 0:
+            if seconds > 0 or exchange.forwarding:
                 weight = job.lane_weight(exchange.lane)
+                staged = latency
+                if exchange.forwarding:
+                    hidden = np.minimum(latency, np.maximum(
+                        0.0, (size - weight * staging.slice_bytes) / bottleneck))
+                    staged = latency - hidden
                 delay = np.minimum(size / weight, staging.slice_bytes) * seconds
-                latency = np.where(pattern.staged & (size > 0), latency + delay, latency)
+                latency = np.where(pattern.staged & (size > 0), staged + delay, latency)
         if buffering:
             # A buffered send starts when posted; Fabric.transfer: drain = now + size/
             # bottleneck, an event at now + (drain - now); delivery ``latency`` after it.

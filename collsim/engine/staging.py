@@ -1,5 +1,6 @@
-"""The GPU's copies of a slice on a network hop: what a message that crosses the network
-waits for beyond its bytes and its latency.
+"""The GPU's copies of a slice on a network hop, and the slices a receiver passes on: what a
+message that crosses the network waits for beyond its bytes and its latency, and how much of
+that latency the ring's next step hides.
 
 NCCL's network transport is store and forward by slices: the proxy posts a slice to the NIC
 only once the GPU has written all of it into the connection's buffer, and (with the Simple
@@ -14,8 +15,14 @@ the seconds of the copies it waits for later: one delay per message, its bytes s
 at the rate the fabric grants. A send that passes on, in the same pass, what its rank's
 previous receive brought (:attr:`~collsim.program.Send.forwarded`: NCCL's fused
 receive-and-send steps) waits for no write, the previous slices' arrival pacing it; one whose
-receiver passes it on so (:attr:`~collsim.program.Send.forwarding`) waits for no read. A
-model without the fields charges nothing.
+receiver passes it on so (:attr:`~collsim.program.Send.forwarding`) waits for no read.
+
+The same fused step passes each slice on as soon as that slice has arrived, not once the
+whole message has: a message its receiver passes on is delivered, for the step that follows,
+its latency earlier by the time its bytes after the first slice take to leave at the route's
+rate (at most its latency; :meth:`Staging.hidden`). So a ring of network hops pays a hop's
+latency once a loop, where the slices of a message outlast it, not once a step. A model
+without ``slice_bytes`` charges and hides nothing.
 """
 
 from __future__ import annotations
@@ -56,11 +63,11 @@ class Staging:
 
     @classmethod
     def of(cls, model: CostModel, topology: Topology) -> Staging | None:
-        """The model's staging on ``topology``, or None when it charges none."""
+        """The model's staging on ``topology``, or None when it has no slice."""
         slice_bytes = float(getattr(model, "slice_bytes", 0.0) or 0.0)
         write = float(getattr(model, "write_seconds", 0.0) or 0.0)
         read = float(getattr(model, "read_seconds", 0.0) or 0.0)
-        if slice_bytes <= 0 or write + read <= 0:
+        if slice_bytes <= 0:
             return None
         return cls(slice_bytes, write, read, topology)
 
@@ -84,14 +91,25 @@ class Staging:
         for copies of ``seconds`` a byte of one slice (per channel)."""
         return min(size / weight, self.slice_bytes) * seconds
 
+    def hidden(self, size: float, weight: float, latency: float, bottleneck: float) -> float:
+        """Seconds of a route's ``latency`` that a message of ``size`` payload bytes on a
+        lane of ``weight`` channels hides when its receiver passes it on slice by slice:
+        its bytes after each channel's first slice, leaving at ``bottleneck`` B/s (the
+        route's rate alone on it, so never more than a shared link grants), at most the
+        latency (module docstring)."""
+        return min(latency, max(0.0, (size - weight * self.slice_bytes) / bottleneck))
+
     def route(self, src: int, dst: int, size: float, weight: float, send: Send,
               route: Route) -> Route:
-        """``route`` with its latency lengthened by the slice delay of ``send`` when it
-        crosses the network and moves bytes; else ``route`` itself."""
+        """``route`` with its latency lengthened by the slice delay of ``send`` and, when its
+        receiver passes it on, shortened by what its slices hide, when it crosses the network
+        and moves bytes; else ``route`` itself."""
         if size <= 0 or not self.crosses(src, dst):
             return route
         seconds = self.seconds(send.forwarded, send.forwarding)
-        if seconds <= 0:
+        if seconds <= 0 and not send.forwarding:
             return route
         channels, latency, bottleneck = route
+        if send.forwarding:
+            latency = latency - self.hidden(size, weight, latency, bottleneck)
         return channels, latency + self.delay(size, weight, seconds), bottleneck

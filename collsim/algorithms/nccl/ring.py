@@ -7,10 +7,12 @@ be empty); allgather and reduce-scatter cut every rank's block that way instead,
 does. Each channel runs the textbook ring over its piece in loops, as NCCL's ``runRing``
 does: a loop takes ``chunk_size`` per rank of the channel's piece (of each block's piece for
 allgather and reduce-scatter) and is a whole ring of 2(p-1) steps (allreduce) or p-1, so a
-call pays its step latency once per loop and ring step. ``chunk_size`` is the protocol's ring
-chunk under NCCL's cost models (:func:`~collsim.algorithms.nccl.channels.ring_chunk_bytes`,
-set by :func:`collsim.calls.plan.plan`); without it the ring runs one loop (the canonical
-kinds). Broadcast and reduce are NCCL's ring pipelines from and to the root
+call pays its step latency once per loop and ring step (but on a network hop whose receiver
+passes the chunk on, where its slices after the first hide it: docs/nccl.md#algorithms-staging).
+``chunk_size`` is the protocol's ring chunk under NCCL's cost models
+(:func:`~collsim.algorithms.nccl.channels.ring_chunk_bytes`, set by
+:func:`collsim.calls.plan.plan`); without it the ring runs one loop (the canonical kinds).
+Broadcast and reduce are NCCL's ring pipelines from and to the root
 (``PipelineFrom``/``PipelineTo``): chunks of ``chunk_size`` per channel along the ring from
 the root, or along it to the root; under NCCL's cost models the protocol's step (LL 32 KiB,
 LL128 576,000 B, Simple 512 KiB), else 512 KiB.
