@@ -362,3 +362,25 @@ def test_nccl_counts_slots_where_the_transport_clears_them():
     a3 = load_topology("topologies/a3-mega-cluster.yaml", {"nodes": 2})
     assert cost_model(a3, "ring", "LL128").slot_credit is None
     assert cost_model(p5, "nvls", "Simple").slot_credit is None
+
+
+def test_the_symmetric_path_counts_slots_as_every_rank_does():
+    """A ring LL allreduce of 1 MiB on 4 nodes of p5 (EFA), where the slots bind: the
+    symmetric path (one rank per orbit) gives every rank's events' finish times to the bit,
+    and both are slower than with bytes counted alone."""
+    from collsim.callspec import CallSpec
+    from collsim.simulate import make_call
+    topology = load_topology("topologies/p5-efa-cluster.yaml", {"nodes": 4})
+    call = CallSpec(topology, "allreduce", "ring", 32, 2**20, {"protocol": "LL"})
+    chosen = get_algorithm("allreduce", "ring")
+    job, gpus, planned = make_call(call, chosen)
+    assert planned.costs.slot_credit is not None
+    runs = [TimingEngine(topology, gpus, job, chosen.program, costs, symmetric=symmetric,
+                         lockstep=False).run()
+            for costs, symmetric in ((planned.costs, chosen.symmetric),
+                                     (planned.costs, None),
+                                     (dataclasses.replace(planned.costs, slot_credit=None),
+                                      chosen.symmetric))]
+    assert [run.path for run in runs] == ["symmetric", "full", "symmetric"]
+    assert runs[0].finish == runs[1].finish
+    assert runs[0].time > runs[2].time
