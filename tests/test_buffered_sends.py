@@ -264,3 +264,123 @@ def _varied(counts: list[int], busy: int):
             for i, count in enumerate(counts):
                 yield Recv(0, i, 0, count)
     return program
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotCosts(MessageCosts):
+    """MessageCosts that count a connection's slots across the network, as NCCL's do where
+    the receiver clears each slot for its sender (costs.slot_credit)."""
+
+    slot_credit: float | None = None
+    slots: int = 8
+
+
+def across_the_network(per_message: float):
+    """2 nodes of the H100 cluster, ranks on GPU 0 and GPU 8 (one network route), and the
+    route's alpha and bottleneck under ``per_message`` seconds a message."""
+    topology = load_topology("topologies/h100-cluster.yaml", {"nodes": 2})
+    links = [topology.links[i] for i in topology.route(0, 8)]
+    costs = MessageCosts(per_message=per_message, send_buffer=math.inf)
+    return topology, costs.latency(links), min(link.bandwidth for link in links)
+
+
+def test_a_connection_across_the_network_holds_at_most_its_slots_until_credits_return():
+    """16 messages of b seconds each from one node to the other, the receiver waiting for
+    each: with 8 slots and a credit of c = 20 us (> 7b), messages 0-7 leave back to back;
+    message 8 waits for message 0's slot: taken at b + alpha, free at b + alpha + c; each
+    later message k + 8 waits for message k's, (k + 1)b + alpha + c. The last (k = 7)
+    leaves at 8b + alpha + c, drains b later and arrives alpha after that:
+    9b + 2alpha + c. Counting bytes only, the sender streams: the last arrives at 16b +
+    alpha."""
+    topology, alpha, bandwidth = across_the_network(5 * US)
+    count = 12_500                         # 50 kB: b = 1 us on a 50 GB/s NIC
+    b, credit = 4 * count / bandwidth, 20 * US
+    counted = SlotCosts(per_message=5 * US, send_buffer=math.inf, slot_credit=credit)
+    engine = TimingEngine(topology, [0, 8], Job("broadcast", 2, 1), stream(count, 16, 0.0),
+                          costs=counted)
+    finish = engine.run().finish
+    assert finish[1] == pytest.approx(9 * b + 2 * alpha + credit, rel=1e-9)
+    assert finish[0] == pytest.approx(9 * b + alpha + credit, rel=1e-9)
+    assert all(c.count == 0 and c.slots == 8 for c in engine.call._connections.values())
+    bytes_only = TimingEngine(topology, [0, 8], Job("broadcast", 2, 1),
+                              stream(count, 16, 0.0),
+                              costs=SlotCosts(per_message=5 * US, send_buffer=math.inf)
+                              ).run().finish
+    assert bytes_only[1] == pytest.approx(16 * b + alpha, rel=1e-9)
+
+
+def test_slots_are_counted_only_on_routes_that_cross_the_network():
+    """The same stream between two GPUs of one node streams as if bytes alone counted."""
+    topology, _, _ = across_the_network(5 * US)
+    counted = SlotCosts(per_message=5 * US, send_buffer=math.inf, slot_credit=20 * US)
+    programs = stream(12_500, 16, 0.0)
+    inside = [TimingEngine(topology, [0, 1], Job("broadcast", 2, 1), programs, costs=costs
+                           ).run().finish
+              for costs in (counted, dataclasses.replace(counted, slot_credit=None))]
+    assert inside[0] == inside[1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(counts=st.lists(st.integers(1, 50_000), min_size=1, max_size=20),
+       slots=st.integers(1, 8), late=st.sampled_from([0.0, 3e-4]),
+       credit=st.sampled_from([0.0, 4e-6, 20e-6]))
+def test_a_connection_never_holds_more_messages_than_its_slots(counts, slots, late, credit):
+    """Whatever the sizes and the receiver's delay, a connection across the network holds
+    at most its slots of messages when one starts while another's slot is on its way back,
+    and every message arrives with every slot returned at the end."""
+    topology, _, _ = across_the_network(1 * US)
+    busy = int(late * 4e9 / 4)
+    engine = TimingEngine(topology, [0, 8], Job("broadcast", 2, 1), _varied(counts, busy),
+                          costs=SlotCosts(send_buffer=math.inf, slot_credit=credit,
+                                          slots=slots))
+    call = engine.call
+    peaks = []
+    original = call._start
+
+    def watched(message):
+        returning = message.connection.returning
+        original(message)
+        if returning:
+            peaks.append(message.connection.count)
+    call._start = watched
+    result = engine.run()
+    assert all(count <= slots for count in peaks)
+    assert result.transfers == len(counts)
+    assert all(c.count == 0 and c.held == 0 and not c.waiting
+               for c in call._connections.values())
+
+
+def test_nccl_counts_slots_where_the_transport_clears_them():
+    """InfiniBand and EFA clear each slot for the sender: NCCL's network step is the
+    credit's latency; TCPXO pushes its data (no count); in-switch families keep theirs."""
+    p5 = load_topology("topologies/p5-efa-cluster.yaml", {"nodes": 2})
+    ring = cost_model(p5, "ring", "LL128")
+    assert ring.slot_credit == ring.step_latency[2] and ring.slots == 8
+    ib = cost_model(load_topology("topologies/h100-cluster.yaml", {"nodes": 2}),
+                    "nvls_tree", "Simple")
+    assert ib.slot_credit is not None and ib.slot_credit > 0
+    a3 = load_topology("topologies/a3-mega-cluster.yaml", {"nodes": 2})
+    assert cost_model(a3, "ring", "LL128").slot_credit is None
+    assert cost_model(p5, "nvls", "Simple").slot_credit is None
+
+
+def test_the_symmetric_path_counts_slots_as_every_rank_does():
+    """A ring LL allreduce of 1 MiB on 4 nodes of p5 (EFA), where the slots bind: the
+    symmetric path (one rank per orbit) gives every rank's events' finish times to the bit,
+    and both are slower than with bytes counted alone."""
+    from collsim.callspec import CallSpec
+    from collsim.simulate import make_call
+    topology = load_topology("topologies/p5-efa-cluster.yaml", {"nodes": 4})
+    call = CallSpec(topology, "allreduce", "ring", 32, 2**20, {"protocol": "LL"})
+    chosen = get_algorithm("allreduce", "ring")
+    job, gpus, planned = make_call(call, chosen)
+    assert planned.costs.slot_credit is not None
+    runs = [TimingEngine(topology, gpus, job, chosen.program, costs, symmetric=symmetric,
+                         lockstep=False).run()
+            for costs, symmetric in ((planned.costs, chosen.symmetric),
+                                     (planned.costs, None),
+                                     (dataclasses.replace(planned.costs, slot_credit=None),
+                                      chosen.symmetric))]
+    assert [run.path for run in runs] == ["symmetric", "full", "symmetric"]
+    assert runs[0].finish == runs[1].finish
+    assert runs[0].time > runs[2].time

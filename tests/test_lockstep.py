@@ -5,7 +5,7 @@ link."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -348,3 +348,42 @@ def test_every_shipped_algorithm_is_exact_on_either_path():
             ("alltoall", "bruck"), ("barrier", "dissemination")} <= taken
     assert ("allreduce", "double_binary_tree") not in taken
     assert ("broadcast", "binomial") not in taken
+
+
+@dataclass(frozen=True)
+class SlotCosts(MessageCosts):
+    """MessageCosts that count a connection's slots across the network (costs.slot_credit)."""
+
+    slot_credit: float | None = None
+    slots: int = 8
+
+
+@settings(max_examples=20, deadline=None)
+@given(nodes=st.integers(2, 3), kib=st.integers(1, 1024),
+       credit=st.sampled_from([1e-6, 25e-6, 200e-6]),
+       collective=st.sampled_from(["allreduce", "allgather"]))
+def test_slots_counted_across_the_network_stay_exact_or_fall_back(nodes, kib, credit,
+                                                                   collective):
+    """NCCL_STEPS slots across the network, freed a credit after their message was taken:
+    the lockstep path runs only where it shows every send found a slot, and then agrees
+    with the events to the bit."""
+    topology = load_topology(CLUSTER, {"nodes": nodes})
+    p = 8 * nodes
+    costs = SlotCosts(per_hop={"nvlink": 0.6e-6, "nic": 25e-6}, send_buffer=64 * 2**20,
+                      slot_credit=credit)
+    quick, full = both(topology, collective, p, p * 1024 * kib, {"channels": 1}, costs)
+    assert quick.finish == full.finish and quick.transfers == full.transfers
+
+
+def test_a_slot_that_binds_sends_the_ring_to_the_events_and_one_that_does_not_stays():
+    """16 MiB on 2 nodes, one channel: a 1 us credit never holds a sender (lockstep), a
+    2 ms one does (the events), each equal to the events' times."""
+    topology = load_topology(CLUSTER, {"nodes": 2})
+    paths = []
+    for credit in (1e-6, 2e-3):
+        costs = SlotCosts(per_hop={"nvlink": 0.6e-6, "nic": 25e-6}, send_buffer=64 * 2**20,
+                          slot_credit=credit)
+        quick, full = both(topology, "allreduce", 16, 16 * 2**20, {"channels": 1}, costs)
+        same(quick, full)
+        paths.append(quick.path)
+    assert paths == ["lockstep", "full"]

@@ -2,7 +2,11 @@
 (:func:`collsim.engine.costs.buffered`) a send that fits in its :class:`Connection`'s buffer
 starts when posted and completes when its last byte has left; the message waits at the
 receiver (a :class:`Posted`) until its receive is posted, which frees its room. A send that
-does not fit waits for room or for its receive. :class:`BufferedSends` is the part of
+does not fit waits for room or for its receive. Where the model counts slots across the
+network (:func:`collsim.engine.costs.slot_credit`), such a connection also holds at most its
+slots' count of messages, and a taken message frees its room and slot a credit's latency
+later (NCCL's clear-to-send crossing back); a send whose receive is posted then still waits
+for a slot while one is on its way back. :class:`BufferedSends` is the part of
 :class:`collsim.engine.simulation.Call` that does this."""
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from collsim.engine.caplinks import Route
 from collsim.engine.fabric import Fabric
+from collsim.engine.loop import call_later
 from collsim.engine.rendezvous import Rendezvous, bad_count
-from collsim.engine.staging import Staging
+from collsim.engine.staging import Staging, route_crosses_network
 from collsim.program import Job, Recv, Send
 
 if TYPE_CHECKING:
@@ -43,14 +48,32 @@ class Posted:
 class Connection:
     """A sender's buffer at one receiver (NCCL's slots of one channel, or of a lane's
     channels together): how many bytes it may hold ahead of their receives, how many it
-    holds, and the messages waiting, in order, for room or for their receive."""
+    holds, and the messages waiting, in order, for room or for their receive. Across the
+    network under a slot count, also how many messages it may hold (``slots``; None: no
+    count), how many it holds (``count``, until their credit is back), how many of those
+    were taken and wait for their credit (``returning``) and the credit's latency."""
 
-    __slots__ = ("capacity", "held", "waiting")
+    __slots__ = ("capacity", "held", "waiting", "slots", "count", "returning", "credit")
 
-    def __init__(self, capacity: float) -> None:
+    def __init__(self, capacity: float, slots: int | None = None, credit: float = 0.0
+                 ) -> None:
         self.capacity = capacity
         self.held = 0
         self.waiting: deque[Posted] = deque()
+        self.slots = slots
+        self.count = 0
+        self.returning = 0
+        self.credit = credit
+
+    def fits(self, size: int) -> bool:
+        """Whether a message of ``size`` bytes has room and a slot now."""
+        return self.held + size <= self.capacity and \
+            (self.slots is None or self.count < self.slots)
+
+    def slot_coming(self) -> bool:
+        """Whether every slot is held and one is on its way back: a send whose receive is
+        posted waits for it (else it meets its receive, as when its bytes do not fit)."""
+        return self.slots is not None and self.count >= self.slots and self.returning > 0
 
 
 class BufferedSends:
@@ -68,6 +91,8 @@ class BufferedSends:
     _connections: dict[tuple, Connection]
     _staging: Staging | None
     _orbits: object
+    _slot_credit: tuple[int, float] | None               # costs.slot_credit's
+    env: object
     _op_done: Callable[[RankState], None]                 # the call's
     _combine: Callable[[RankState, int, int], None]       # Combines'
     _capped_route: Callable[[int, int, int], Route]       # CapLinks'
@@ -84,9 +109,11 @@ class BufferedSends:
             if send.count != recv.count:
                 raise bad_count(state.rank, receiver.rank, recv, send.count)
             message.receiver, message.recv = receiver, recv
-            self._start(message)
-        elif not connection.waiting and \
-                connection.held + message.size <= connection.capacity:
+            if connection.slot_coming():
+                connection.waiting.append(message)
+            else:
+                self._start(message)
+        elif not connection.waiting and connection.fits(message.size):
             self._start(message)
         else:
             connection.waiting.append(message)
@@ -97,18 +124,32 @@ class BufferedSends:
         name = (key[0], key[1], lane) if len(key) == 3 else (key[0], key[1], key[3], lane)
         connection = self._connections.get(name)
         if connection is None:
-            connection = self._connections[name] = \
-                Connection(self.send_buffer * self.job.lane_weight(lane))
+            capacity = self.send_buffer * self.job.lane_weight(lane)
+            counted = self._slot_credit
+            if counted is not None and route_crosses_network(
+                    self.fabric.topology, self.ranks[key[0]].gpu, self._target(key[1], key)):
+                connection = Connection(capacity, *counted)
+            else:
+                connection = Connection(capacity)
+            self._connections[name] = connection
         return connection
+
+    def _target(self, rank: int, key: tuple) -> int:
+        """The GPU a message of ``key`` to ``rank`` goes to (on the symmetric path, that of
+        the image of the orbit the key names)."""
+        orbits = self._orbits
+        return self.ranks[rank].gpu if orbits is None else orbits.target(rank, key)
 
     def _start(self, message: Posted) -> None:
         """Move a buffered message's bytes: to its receiver, or to the GPU its receiver
         will post on (on the symmetric path, the image of the orbit the key names)."""
         message.started = True
-        message.connection.held += message.size
-        receiver, orbits, key = message.receiver, self._orbits, message.key
+        connection = message.connection
+        connection.held += message.size
+        connection.count += 1
+        receiver, key = message.receiver, message.key
         rank = key[1] if receiver is None else receiver.rank
-        target = self.ranks[rank].gpu if orbits is None else orbits.target(rank, key)
+        target = self._target(rank, key)
         sender, send = message.sender, message.send
         self.transfers += 1
         route = self._capped_route(sender.gpu, target, send.lane) if self.capped else None
@@ -131,6 +172,8 @@ class BufferedSends:
             self._take(message)
         elif not message.started:
             connection = message.connection
+            if connection.slot_coming():
+                return  # it starts when a slot is back (_admit_waiting)
             connection.waiting.remove(message)
             self._start(message)
             self._admit_waiting(connection)
@@ -144,23 +187,43 @@ class BufferedSends:
             self._take(message)  # else it waits in the buffer for its receive
 
     def _take(self, message: Posted) -> None:
-        """The receiver takes a delivered message: its slots free up for the next ones."""
+        """The receiver takes a delivered message: its slots free up for the next ones (a
+        credit's latency later where slots are counted)."""
         connection = message.connection
-        connection.held -= message.size
-        if connection.waiting:
-            self._admit_waiting(connection)
+        if connection.slots is None:
+            self._free(message)
+        else:
+            connection.returning += 1
+            call_later(self.env, connection.credit, self._free, message)
         receiver, recv = message.receiver, message.recv
         if recv.reduce and receiver.gamma:
             self._combine(receiver, recv.count, recv.lane)
         else:
             self._op_done(receiver)
 
+    def _free(self, message: Posted) -> None:
+        """A taken message's room and slot are free for the connection's next messages."""
+        connection = message.connection
+        connection.held -= message.size
+        connection.count -= 1
+        if connection.slots is not None:
+            connection.returning -= 1
+        if connection.waiting:
+            self._admit_waiting(connection)
+
     def _admit_waiting(self, connection: Connection) -> None:
-        """Start the connection's waiting messages, in order, while the buffer has room."""
+        """Start the connection's waiting messages, in order, while the buffer has room;
+        under a slot count, then those whose receive is posted while no slot is coming."""
         waiting = connection.waiting
-        while waiting and connection.held + waiting[0].size <= connection.capacity:
+        while waiting and connection.fits(waiting[0].size):
             message = waiting.popleft()
             self._start(message)
+        if connection.slots is not None and waiting and not connection.slot_coming():
+            for message in [m for m in waiting if m.recv is not None]:
+                if connection.slot_coming():
+                    break
+                waiting.remove(message)
+                self._start(message)
 
     def _unreceived(self) -> str:
         """The error of buffered sends that no receive ever took."""

@@ -25,7 +25,11 @@ A third field, ``send_buffer`` (read by :func:`buffered`), is the payload bytes 
 connection's receiver buffers ahead of its receive, as NCCL's slots do: a send that fits
 starts when it is posted, without waiting for its receive, and completes when its last byte
 has left. 0 (MessageCosts' default) is the rendezvous of the closed forms: a message moves
-once both sides are posted and its send completes on delivery.
+once both sides are posted and its send completes on delivery. Two optional fields, read by
+:func:`slot_credit`, count a buffer across the network in slots as well: ``slots`` messages
+at most on a connection whose route crosses the network, and a message its receiver has
+taken frees its slot ``slot_credit`` seconds later (the receiver's clear-to-send crossing
+back); None (or no field) counts bytes only.
 """
 
 from __future__ import annotations
@@ -107,6 +111,16 @@ def buffered(model: CostModel) -> float:
     """The payload bytes ``model``'s connections buffer ahead of their receives (module
     docstring); 0 when sends wait for their receives."""
     return float(model.send_buffer)
+
+
+def slot_credit(model: CostModel) -> tuple[int, float] | None:
+    """(slots, seconds) of ``model``'s connections across the network: the messages one
+    holds at most, and how long after its receiver took a message its slot is free again;
+    None where connections count bytes only (module docstring)."""
+    credit = getattr(model, "slot_credit", None)
+    if credit is None:
+        return None
+    return int(model.slots), float(credit)  # type: ignore[attr-defined]
 
 
 def channel_bandwidth(model: CostModel, link: Link) -> float:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collsim.engine.costs import buffered, caps, network_cap
+from collsim.engine.costs import buffered, caps, network_cap, slot_credit
 from collsim.engine.fabric import Fabric
 from collsim.engine.staging import Staging, route_crosses_network
 from collsim.program import Copy, Job, ProgramFactory, Recv, Send
@@ -86,7 +86,8 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
     channel_cap, gpu_cap = caps(fabric.costs)
     buffer = buffered(fabric.costs)
     buffering = buffer > 0
-    room = Room(buffer) if 0 < buffer < math.inf else None
+    counted = slot_credit(fabric.costs) if buffering else None
+    room = Room(buffer, counted) if 0 < buffer < math.inf or counted is not None else None
     itemsize = job.itemsize
     links = Links(fabric)
     staging = Staging.of(fabric.costs, fabric.topology)
@@ -160,8 +161,10 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         # completes on delivery, or when posted if its message was there before.
         done[senders] = drained if buffering else delivered
         received = np.maximum(delivered, ready[receivers]) if buffering else delivered
-        if room is not None:
-            room.sent(received, senders, p)  # taken by its receiver then
+        if room is not None:  # taken by its receiver then; across the network, its slot
+            # is free a credit later (Call._take's call_later: taken + credit)
+            room.sent(received if counted is None or not pattern.crossing.any() else
+                      np.where(pattern.crossing, received + counted[1], received), senders, p)
         if exchange.reduce and gamma:
             lane = exchange.lane
             share = job.lane_weight(lane) / lanes_total if 0 <= lane < len(job.lanes) else 1.0
@@ -187,7 +190,8 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
 
 class Room:
     """Whether every buffered send of a step finds room in its connection's buffer
-    (``capacity`` bytes a channel), so that it starts when posted, as the recurrence assumes.
+    (``capacity`` bytes a channel, and where ``counted`` gives (slots, credit) at most that
+    many messages), so that it starts when posted, as the recurrence assumes.
 
     Each rank sends one message a step. If the messages a rank sent k steps ago and earlier
     have all been taken by their receivers when it posts, at most k-1 are held anywhere, so
@@ -195,13 +199,17 @@ class Room:
     leaves room. ``taken`` keeps, per step, the latest take time of each rank's messages up
     to that step (a running maximum: receivers take messages of different patterns in any
     order); when a rank's earlier messages may still fill the buffer the steps go back to
-    the events, which hold the send until there is room.
+    the events, which hold the send until there is room. Under a slot count k is at most the
+    slots, and a message across the network counts as taken a credit after its receiver took
+    it (:meth:`sent` is given those times): the slot count is applied to every pair, which
+    only errs to the events.
     """
 
     DEPTH = 64  # steps of take times kept: k is capped here, which only errs to the events
 
-    def __init__(self, capacity: float) -> None:
+    def __init__(self, capacity: float, counted: tuple[int, float] | None = None) -> None:
         self.capacity = capacity
+        self.slots = None if counted is None else counted[0]
         self.largest = 0
         self.steps = 0
         self.taken: deque[np.ndarray] = deque(maxlen=self.DEPTH)
@@ -213,9 +221,14 @@ class Room:
         self.largest = max(self.largest, biggest)
         if biggest > capacity:
             return False  # it waits for its receive
-        if self.largest == 0:
-            return True
-        k = int((capacity - biggest) // self.largest) + 1
+        if self.largest == 0 or capacity == math.inf:
+            if self.slots is None:
+                return True
+            k = self.slots  # empty messages hold a slot too
+        else:
+            k = int((capacity - biggest) // self.largest) + 1
+            if self.slots is not None:
+                k = min(k, self.slots)
         if self.steps < k:
             return True  # fewer messages sent than could fill the buffer
         back = self.taken[-min(k, len(self.taken))]
@@ -243,6 +256,7 @@ class Pattern:
     hops: np.ndarray
     pair_of: np.ndarray
     staged: np.ndarray  # per pair: its route crosses the network (slice delay, Staging)
+    crossing: np.ndarray  # per pair: its route crosses the network
 
 
 class Links:
@@ -322,6 +336,7 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
     bottleneck = np.empty(p, dtype=np.float64)
     empty = np.zeros(p, dtype=bool)
     staged = np.zeros(p, dtype=bool)  # the route crosses the network (Staging)
+    crossing = np.zeros(p, dtype=bool)
     staging = Staging.of(fabric.costs, fabric.topology)
     hops: list[int] = []
     pair_of: list[int] = []
@@ -335,7 +350,8 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
         # each GPU sends once per step, so they are never shared either.
         if channel_cap is not None:
             neck = min(neck, weight * channel_cap)
-        if net_cap is not None and route_crosses_network(topology, gpus[s], gpus[r]):
+        crossing[i] = route_crosses_network(topology, gpus[s], gpus[r])
+        if net_cap is not None and crossing[i]:
             neck = min(neck, weight * net_cap)
         if gpu_cap is not None:
             neck = min(neck, gpu_cap)
@@ -347,10 +363,10 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
             hops.append(link)
             pair_of.append(i)
         latency[i], bottleneck[i], empty[i] = lat, neck, not channels
-        staged[i] = staging is not None and staging.crosses(gpus[s], gpus[r])
+        staged[i] = staging is not None and crossing[i]
     return Pattern(senders, receivers, lane, latency, bottleneck, empty,
                    np.asarray(hops, dtype=np.int64), np.asarray(pair_of, dtype=np.int64),
-                   staged)
+                   staged, crossing)
 
 
 class Irregular(Exception):

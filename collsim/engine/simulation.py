@@ -47,7 +47,7 @@ import simpy
 from collsim.engine.buffers import BufferedSends, Connection, Posted
 from collsim.engine.caplinks import CapLinks, Route
 from collsim.engine.combines import Combines
-from collsim.engine.costs import IDEAL, CostModel, buffered, caps, network_cap
+from collsim.engine.costs import IDEAL, CostModel, buffered, caps, network_cap, slot_credit
 from collsim.engine.fabric import Fabric
 from collsim.engine.loop import call_later, clock
 from collsim.engine.maxmin import Channel
@@ -200,6 +200,8 @@ class Call(BufferedSends, Combines, CapLinks):
         # connections of buffered sends by (sender, receiver, lane).
         self.send_buffer = buffered(simulation.costs)
         self._connections: dict[tuple, Connection] = {}
+        # Slots counted across the network and their credit's latency (None: bytes only).
+        self._slot_credit = slot_credit(simulation.costs) if self.send_buffer > 0 else None
         self.capped = self.channel_cap is not None or self.gpu_cap is not None \
             or self.net_channel_cap is not None
         # The delay of a message crossing the network for the GPU's copies of its slices.

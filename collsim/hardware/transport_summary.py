@@ -17,7 +17,8 @@ OVERRIDE_KEYS = {"net_latency": "nccl.net_latency", "gpudirect": "nics.gpudirect
                  "reachable": "nccl.reachable.network", "routing": "fabric.routing"}
 _LABELS = {"net_latency": "net latency", "gpudirect": "gpudirect", "reachable": "reachable",
            "steps": "NCCL_STEPS", "buffsize": "NCCL_BUFFSIZE", "streams": "streams/conn",
-           "min_channels": "min channels", "routing": "routing", "unpack": "GPU unpack"}
+           "min_channels": "min channels", "routing": "routing", "unpack": "GPU unpack",
+           "clear_to_send": "clear to send"}
 WIDTH = 100
 
 
@@ -28,7 +29,7 @@ def _value(name: str, value: float | int | bool | None) -> str:
         return f"{float(value) * 1e6:g} us"
     if name == "gpudirect":
         return "yes" if value else "no (host memory)"
-    if name == "unpack":
+    if name in ("unpack", "clear_to_send"):
         return "yes" if value else "no"
     if name == "reachable":
         return f"{100 * float(value):g}%"
@@ -85,7 +86,8 @@ def _figure_lines(name: str, figure: Sourced, nics: NicSpec, nccl: NcclFigures |
         origin = f"transport ({use}): {figure.source}"
         value = _value(name, figure.value)
     else:
-        actual = _actual(name, nics, nccl, topology)
+        actual = _actual(name, nics, nccl, topology) if name != "clear_to_send" else \
+            None if nccl is None else (figure.value, False)  # no file key overrides it
         if actual is None and name == "routing":
             value, origin = "-", ("unused: no fat-tree or rails of several spines here; the "
                                   f"transport's: {figure.value}")

@@ -11,6 +11,11 @@ with its source or the word "assumption" (docs/hardware.md#transports):
 - ``gpudirect``: whether the NIC reads and writes GPU memory (GPUDirect RDMA or a
   device-memory receive path) or data is staged through host memory (``nics.gpudirect``);
 - ``reachable``: the share of a NIC's line rate NCCL reaches (``nccl.reachable.network``);
+- ``clear_to_send``: whether a sender may write a slot across the network only once its
+  receiver has cleared it (a receive posted for it, written back into the sender's memory),
+  so that a slot is free a network latency after its message was consumed
+  (docs/nccl.md#algorithms-buffers); without it the plugin pushes data into the network's
+  buffers and a slot is free once its bytes have left;
 - ``routing``: how a fat-tree or rail fabric of this network picks among equal-cost spines,
   ``dmodk`` (InfiniBand's subnet manager writes destination-based tables) or ``ecmp`` (Ethernet
   switches hash each flow); ``fabric.routing`` in a file overrides it;
@@ -51,7 +56,8 @@ _IB_REACH = ("nccl-tests#267 (48-49 of 50 GB/s on 400 Gb/s NDR) and nccl-tests#1
 MiB = 1 << 20
 
 # The figures collsim's engine and NCCL's model use; the others are shown only.
-MODELLED = ("net_latency", "gpudirect", "reachable", "routing", "unpack")
+MODELLED = ("net_latency", "gpudirect", "reachable", "routing", "unpack",
+            "clear_to_send")
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ class Transport:
     min_channels: Sourced       # NCCL_MIN_NCHANNELS the vendor sets; None: NCCL's search
     routing: Sourced            # "dmodk" or "ecmp": among a fat-tree's equal-cost spines
     unpack: Sourced             # bool: the receiving GPU copies payload out of bounce pages
+    clear_to_send: Sourced      # bool: a slot is reused only once the receiver cleared it
 
     def figures(self) -> dict[str, Sourced]:
         """Every figure by field name, in declaration order."""
@@ -121,6 +128,17 @@ _HOST_DEVICE = "reports NCCL_NET_DEVICE_HOST: received data lands where NCCL rea
 _IB_QPS = Sourced(1, f"{_NCCL} src/transport/net_ib/connect.cc: NCCL_IB_QPS_PER_CONNECTION "
                      "default 1")  # InfiniBand and RoCE: the same verbs plugin
 
+# Whether the receiver clears each slot for its sender across the network. NCCL's proxy posts
+# a receive for a slot only once the GPU has consumed the slot's last message (recvProxyProgress
+# in src/transport/net.cc: posted < done + NCCL_STEPS, done following the GPU's head); the verbs
+# plugin's receive writes a clear-to-send entry into the sender's FIFO and its send waits for it.
+_IB_CTS = Sourced(True, f"{_NCCL} src/transport/net_ib/p2p.cc: ncclIbIrecv posts the CTS FIFO "
+                        "entry (ncclIbPostFifo, an RDMA write into the sender's memory); "
+                        "ncclIbIsend returns no request until it has arrived")
+_PUSHED = ("the sender writes each message into the connection's sockets without waiting "
+           "for its receive; the receiver reads it from the socket's buffers (not modelled: "
+           "TCP's window)")
+
 TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
     Transport(
         "ib", "InfiniBand verbs", "NCCL's net_ib (built in)",
@@ -133,7 +151,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         _IB_QPS,
         _NO_FLOOR,
         _DMODK,
-        Sourced(False, f"{_NCCL} src/transport/net_ib/init.cc: {_HOST_DEVICE}")),
+        Sourced(False, f"{_NCCL} src/transport/net_ib/init.cc: {_HOST_DEVICE}"),
+        _IB_CTS),
     Transport(
         "roce", "RoCE (verbs over Ethernet)", "NCCL's net_ib (built in)",
         Sourced(0.0, f"{_NCCL} src/transport/net_ib/init.cc: reports latency 0 (the same "
@@ -146,7 +165,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         _IB_QPS,
         _NO_FLOOR,
         _ECMP,
-        Sourced(False, f"{_NCCL} src/transport/net_ib/init.cc: {_HOST_DEVICE}")),
+        Sourced(False, f"{_NCCL} src/transport/net_ib/init.cc: {_HOST_DEVICE}"),
+        _IB_CTS),
     Transport(
         "efa", "AWS Elastic Fabric Adapter", "aws-ofi-nccl (AWS's libfabric plugin)",
         Sourced(75e-6, f"{_AWS} src/platform-aws.cpp: 75 us on p4d, p4de, p5, p5e (35 us on "
@@ -160,7 +180,11 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
                       "speed)"),
         _NO_FLOOR,
         _EFA_ROUTING,
-        Sourced(False, f"{_AWS} src/nccl_ofi_interface_nvidia.cpp: {_HOST_DEVICE}")),
+        Sourced(False, f"{_AWS} src/nccl_ofi_interface_nvidia.cpp: {_HOST_DEVICE}"),
+        Sourced(True, f"{_AWS} src/nccl_ofi_rdma.cpp: the RDMA protocol's receive writes "
+                      "a control message into the sender's mailbox (rdma_recv_req::post); "
+                      "a send above the eager size (OFI_NCCL_EAGER_MAX_SIZE, 8 KiB) waits "
+                      "for it (has_ctrl_msg)")),
     Transport(
         "tcpx", "GCP GPUDirect-TCPX", "Google's GPUDirect-TCPX plugin",
         Sourced(0.0, f"{_TCPX} src/net_tcpx.cc: reports latency 0"),
@@ -173,7 +197,9 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
                    f"plugin's own default 1 x 1, {_TCPX} src/flags.cc)"),
         _NO_FLOOR,
         _ECMP,
-        Sourced(True, f"{_TCPX} src/net_tcpx.cc: netDeviceType DEV_UNPACK; {_UNPACK_SRC}")),
+        Sourced(True, f"{_TCPX} src/net_tcpx.cc: netDeviceType DEV_UNPACK; {_UNPACK_SRC}"),
+        Sourced(False, f"{_TCPX} src/net_tcpx.cc: {_PUSHED}; its control socket carries "
+                       "each message's header from sender to receiver")),
     Transport(
         "tcpxo", "GCP GPUDirect-TCPXO", "Google's GPUDirect-TCPXO plugin (FasTrak)",
         Sourced(0.0, f"{_TCPXO} tcpdirect_plugin/fastrak_offload/nccl_shim.cc: reports "
@@ -189,7 +215,9 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(4, f"{_TCPXO} tcpxo_scripts/nccl-env-profile.sh: NCCL_MIN_NCHANNELS=4"),
         _ECMP,
         Sourced(False, f"{_TCPXO} tcpdirect_plugin/fastrak_offload/nccl_shim.cc: "
-                       f"{_HOST_DEVICE}")),
+                       f"{_HOST_DEVICE}"),
+        Sourced(False, "assumption: as TCPX (the same push model; the receive path is "
+                       "offloaded to a daemon whose source is not published)")),
     Transport(
         "socket", "TCP sockets", "NCCL's net_socket (built in)",
         Sourced(0.0, f"{_NCCL} src/transport/net_socket.cc: reports latency 0"),
@@ -204,7 +232,9 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
                    "by default (2 threads x 8 sockets on AWS NICs, 4 x 1 on Google's)"),
         _NO_FLOOR,
         _ECMP,
-        Sourced(False, f"{_NCCL} src/transport/net_socket.cc: {_HOST_DEVICE}")),
+        Sourced(False, f"{_NCCL} src/transport/net_socket.cc: {_HOST_DEVICE}"),
+        Sourced(False, f"{_NCCL} src/transport/net_socket.cc: {_PUSHED}; each message's "
+                       "size goes ahead of its data")),
 )})
 DEFAULT = "ib"  # a node with NICs whose file names no transport: NCCL's own InfiniBand verbs
 

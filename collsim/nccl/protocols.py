@@ -33,6 +33,12 @@ What goes in (physical, or NCCL's measured engine limits):
   for the GPU's write of its first slice into the connection's buffer and (Simple) its read of
   the last one, at NCCL's per-channel figure (:func:`slice_staging`,
   :mod:`collsim.engine.staging`, docs/nccl.md#algorithms-staging).
+- ``slot_credit``: on a machine whose transport makes the receiver clear each slot for its
+  sender (``clear_to_send``, :mod:`collsim.hardware.transports`), a connection across the
+  network holds at most ``NCCL_STEPS`` messages, and a slot its receiver has taken is free
+  for the sender this many seconds later: NCCL's network step latency (the same figure a
+  message across the network pays, before halving for a reducing switch), the clear-to-send
+  crossing back (:func:`slot_credit`, docs/nccl.md#algorithms-buffers). None elsewhere.
 - ``wire_ratio``: LL sends 8 data bytes per 16-byte line (2.0), LL128 120 per 128 (128/120),
   Simple 1.0.
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
@@ -66,7 +72,7 @@ from collsim.errors import InputError
 from collsim.hardware.machine import CLASS_OF_KIND, LINK_CLASSES, NcclFigures
 from collsim.hardware.nccl_names import PROTOCOLS, algorithm_name, protocol_name
 from collsim.hardware.topology import Link, Topology
-from collsim.hardware.transports import is_unpack_device
+from collsim.hardware.transports import TRANSPORTS, is_unpack_device
 from collsim.nccl import constants as C
 from collsim.nccl.p2p import P2P_PER_CHANNEL_NET_GBPS
 from collsim.nccl.shm import shm_share, stages_through_host
@@ -106,6 +112,8 @@ class ProtocolCosts:
     write_seconds: float = 0.0  # seconds per byte of a channel's write of a network slice
     read_seconds: float = 0.0   # seconds per byte of a channel's read of a network slice
     net_channel_cap: float | None = None  # payload B/s of one channel across the network
+    slot_credit: float | None = None  # seconds a taken slot across the network takes to free
+    slots: int = C.NCCL_STEPS           # messages a connection across the network holds
 
     @property
     def launch(self) -> float:
@@ -242,7 +250,25 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         overridden("base", C.BASE_LATENCY_US[family][p] * US),
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
         channel_cap, gpu_cap, nodes, per_call, own, buffer,
-        *slice_staging(protocol, row, buffer, is_unpack_device(figures.transport)))
+        *slice_staging(protocol, row, buffer, is_unpack_device(figures.transport)),
+        slot_credit=slot_credit(figures, family, figure("network")))
+
+
+def slot_credit(figures: NcclFigures, family: str, network_step: float) -> float | None:
+    """Seconds from a receiver's taking a slot across the network to its sender's reusing
+    it, or None where the slot is free once taken. NCCL's receiving proxy posts a receive
+    for a slot once the GPU has consumed it (``recvProxyProgress``, src/transport/net.cc),
+    and where the transport makes that receive clear the slot for the sender (IB and RoCE's
+    clear-to-send FIFO, EFA's control message: ``clear_to_send``) the sender's next write
+    into it waits for that message to cross the network: a network step, the figure a data
+    message pays (``network_step``; NCCL's ``hwLat[NET]`` and the plugin's latency, or the
+    file's). Families whose network messages meet a reducing switch (``ROUND_TRIP``) keep
+    their rule."""
+    if figures.transport is None or family in ROUND_TRIP:
+        return None
+    if not TRANSPORTS[figures.transport].clear_to_send.value:
+        return None
+    return network_step
 
 
 def slice_staging(protocol: str, row: int, buffer: float,
