@@ -273,7 +273,8 @@ def test_zero3_bars_and_differences_are_the_tables():
     step_gaps = [p.get_width() for p in gaps.patches][:len(rows) - 1]
     assert step_gaps == pytest.approx([1e3 * (r["step_s"] - rows[0]["step_s"])
                                        for r in rows[1:]])
-    assert "-42.6 ms" in [t.get_text() for t in gaps.texts]   # 1.502 s against 1.545 s
+    zero3_gap = 1e3 * (rows[1]["step_s"] - rows[0]["step_s"])   # ZeRO-3 against DDP
+    assert f"{zero3_gap:+.1f} ms" in [t.get_text() for t in gaps.texts]
     figure.canvas.draw()
     legend = figure.legends[0].get_window_extent()
     assert not any(legend.overlaps(ax.get_window_extent()) for ax in (bars, gaps))
