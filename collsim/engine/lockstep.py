@@ -118,7 +118,7 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         latency, bottleneck = pattern.latency, pattern.bottleneck
         transfers += p
         size = np.asarray(exchange.counts, dtype=np.int64) * itemsize
-        if staging is not None and pattern.staged.any():
+        if staging is not None and pattern.crossing.any():
             # Staging.route: the slice delay, less what a passed-on message's slices hide,
             # on the pairs whose route crosses the network
             seconds = staging.seconds(exchange.forwarded, exchange.forwarding)
@@ -130,7 +130,7 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
                         0.0, (size - weight * staging.slice_bytes) / bottleneck))
                     staged = latency - hidden
                 delay = np.minimum(size / weight, staging.slice_bytes) * seconds
-                latency = np.where(pattern.staged & (size > 0), staged + delay, latency)
+                latency = np.where(pattern.crossing & (size > 0), staged + delay, latency)
         if buffering:
             # A buffered send starts when posted; Fabric.transfer: drain = now + size/
             # bottleneck, an event at now + (drain - now); delivery ``latency`` after it.
@@ -255,8 +255,7 @@ class Pattern:
     empty: np.ndarray
     hops: np.ndarray
     pair_of: np.ndarray
-    staged: np.ndarray  # per pair: its route crosses the network (slice delay, Staging)
-    crossing: np.ndarray  # per pair: its route crosses the network
+    crossing: np.ndarray  # per pair: its route crosses the network (slice delay, slot credit)
 
 
 class Links:
@@ -335,9 +334,7 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
     latency = np.empty(p, dtype=np.float64)
     bottleneck = np.empty(p, dtype=np.float64)
     empty = np.zeros(p, dtype=bool)
-    staged = np.zeros(p, dtype=bool)  # the route crosses the network (Staging)
     crossing = np.zeros(p, dtype=bool)
-    staging = Staging.of(fabric.costs, fabric.topology)
     hops: list[int] = []
     pair_of: list[int] = []
     used: set[int] = set()
@@ -363,10 +360,9 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
             hops.append(link)
             pair_of.append(i)
         latency[i], bottleneck[i], empty[i] = lat, neck, not channels
-        staged[i] = staging is not None and crossing[i]
     return Pattern(senders, receivers, lane, latency, bottleneck, empty,
                    np.asarray(hops, dtype=np.int64), np.asarray(pair_of, dtype=np.int64),
-                   staged, crossing)
+                   crossing)
 
 
 class Irregular(Exception):
