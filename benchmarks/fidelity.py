@@ -150,12 +150,25 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
              "p4d/p4de: 4x 100G EFA through aws-ofi-nccl 1.4.0-aws (150 us reported)")
        for run in ("aws-p4dn-2n-ar-issue527", "aws-p4dn-3n-ar-issue527",
                    "aws-p4dn-4n-ar-issue527")},
+    # Both p5 runs ran with NVLS on (docs/misses.md#efa-nvls): neither plugin disables it at
+    # NCCL 2.18.5 or later (src/platform-aws.c at v1.7.3-aws and v1.8.1-aws, version < 21805),
+    # and the EKS run's MPIJob forces it (nccl-test-eks.yaml at awsome-distributed-training
+    # 0900f63c: -x NCCL_NVLS_ENABLE=1, with which NCCL 2.18.5 fails its init where multicast
+    # is missing). The Slurm run's sbatch sets NCCL_BUFFSIZE=8388608 (slurm/nccl-tests.sbatch
+    # at 88c2e71b, the commit that adds the p5 output). Their NCCLs start NVLSTree's chunk at
+    # a Simple step, NCCL_BUFFSIZE / 8 (computeColl* in src/enqueue.cc at v2.18.5-1 and
+    # v2.20.3-1; NCCL_NVLS_CHUNKSIZE, 128 KiB, from v2.21.5-1): 512 KiB on the EKS run (4 MiB),
+    # 1 MiB capped at 1.8.1's 512 KiB on the Slurm run; NCCL_NVLS_CHUNKSIZE stands for it.
     "aws-p5-2n-ar": ("p5-efa-cluster",
                      {"nccl.environment": {"NCCL_NVLSTREE_MAX_CHUNKSIZE": 524288,
-                                           "NCCL_NET_FORCE_FLUSH": 0}},
+                                           "NCCL_NET_FORCE_FLUSH": 0,
+                                           "NCCL_BUFFSIZE": 8388608,
+                                           "NCCL_NVLS_CHUNKSIZE": 524288}},
                      "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl 1.8.1)"),
     "aws-p5-2n-eks-nccl2185-ar": ("p5-efa-cluster",
-                                  {"nccl.environment": {"NCCL_NET_FORCE_FLUSH": 1}},
+                                  {"nccl.environment": {"NCCL_NET_FORCE_FLUSH": 1,
+                                                        "NCCL_NVLS_ENABLE": 1,
+                                                        "NCCL_NVLS_CHUNKSIZE": 524288}},
                                   "p5: 32x 100G EFAv2, 4 rails per NCCL NIC (aws-ofi-nccl "
                                   "v1.7.3-aws)"),
     # The issue's servers: "3 servers x 8 A100-SXM4-40GB, 4 HDR IB cards each".

@@ -196,6 +196,35 @@ def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
         assert fidelity.undescribed_network(row) == ""
 
 
+def test_the_p5_runs_run_nvlstree_from_their_own_nccls_simple_step():
+    """Both published p5 runs ran NVLS (docs/misses.md#efa-nvls): their overrides keep it on,
+    NCCL picks NVLSTree from 64 MiB, and its chunk starts at the run's Simple step
+    (NCCL_BUFFSIZE / 8, NCCL 2.18.5 and 2.20.3), at most the plugin's NVLSTree cap."""
+    from collsim.algorithms.nccl.switches import nvls_chunk_bytes
+
+    fidelity, runs = _fidelity_and_runs()
+    for run in ("aws-p5-2n-ar", "aws-p5-2n-eks-nccl2185-ar"):
+        name, overrides, _ = fidelity.RUN_PRESETS[run]
+        environment = overrides["nccl.environment"]
+        assert environment.get("NCCL_NVLS_ENABLE", 1) == 1
+        step = environment.get("NCCL_BUFFSIZE", 4 << 20) // 8
+        cap = environment.get("NCCL_NVLSTREE_MAX_CHUNKSIZE", step)
+        assert environment["NCCL_NVLS_CHUNKSIZE"] == min(step, cap) == 512 << 10
+        system = nccl_system(preset(name, nodes=int(runs[run]["nodes"]), **overrides))
+        assert system.nvls_capable
+        for size in (64 << 20, 1 << 30):
+            assert choose(system, "allreduce", size).algorithm == "nvls_tree"
+    # 16 channels x 8 heads: the call must reach 32 chunks of 512 KiB each (2 GiB) to keep
+    # them; at 1 GiB 256 KiB, at 128 MiB 128 KiB, as from NCCL 2.21's 128 KiB start.
+    def chunk(size: int, start: int) -> int:
+        return nvls_chunk_bytes("nvls_tree", size, 16, 8, 2, nvls_chunk=start,
+                                tree_max=512 << 10)
+
+    assert [chunk(s, 512 << 10) for s in (128 << 20, 1 << 30, 2 << 30)] == [
+        128 << 10, 256 << 10, 512 << 10]
+    assert [chunk(s, 128 << 10) for s in (128 << 20, 1 << 30, 2 << 30)] == [128 << 10] * 3
+
+
 def test_each_scale_up_pair_is_one_machine_measured_by_one_source_at_two_scales():
     """fidelity.py's SCALE_UP: the run calibrated on and the run predicted share the GPU model
     and the source (repository or issue), and the predicted one has more GPUs."""
