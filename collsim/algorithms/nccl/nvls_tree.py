@@ -34,13 +34,13 @@ from collsim.algorithms.nccl.nvls import (
     UP,
     head,
     headed,
-    heads_of,
     lane_chunks,
     node_switch,
     nvls_protocol_params,
     one_node_allreduce,
     one_node_cost,
     others_partial,
+    tree_heads,
 )
 from collsim.algorithms.nccl.switches import (
     channels_of,
@@ -54,7 +54,6 @@ from collsim.algorithms.nccl.switches import (
 from collsim.algorithms.nccl.tree import WINDOW, relay_steps
 from collsim.algorithms.registry import register
 from collsim.nccl.layout import Tree, double_tree
-from collsim.nccl.search import nvls_heads
 from collsim.program import Job, Op, Parallel, Pause, Program, Recv, Send
 
 
@@ -151,12 +150,12 @@ def _program(rank: int, job: Job) -> Program:
     trees = double_tree(len(nodes))
     cs, climbs = tree_halves(job, 4 + 2 * max(depth(t) for t in trees))
     if rank >= p:
-        yield from node_switch(job, nodes, rank - p, cs)
+        yield from node_switch(job, nodes, rank - p, cs, tree_heads(nodes))
         return
     node = next(k for k, ranks in enumerate(nodes) if rank in ranks)
     switch = p + node
-    m = heads_of(nodes)
-    threads = gpu_threads(job, switch, cs, nvls_heads(m))
+    m = tree_heads(nodes)
+    threads = gpu_threads(job, switch, cs, m)
     for h in headed(rank, nodes[node], m):
         piece = [slices(c, m)[h] for c in cs]
         up, down = TREE_UP.part(h, m), TREE_DOWN.part(h, m)
