@@ -16,6 +16,7 @@ from collsim.algorithms.nccl.nvls import (
     nvls_allreduce_job,
     nvls_one_node_job,
     serial_steps,
+    tree_heads,
 )
 from collsim.algorithms.nccl.nvls_tree import tree_halves
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
@@ -331,3 +332,13 @@ def test_nvls_tree_crosses_racks_through_32_heads_and_their_nics():
     assert {name.split("->")[0] for name in nics if name.startswith("n")} == {
         f"n{node}.nic{g}" for node in (0, 1) for g in range(32)}
     assert list(nics.values()) == pytest.approx([n / 32] * 128)
+
+
+@pytest.mark.parametrize(("sizes", "want"), [((8, 8), 8), ((72, 72), 32), ((40, 8), 32),
+                                             ((1, 1), 1), ((16, 32), 32)])
+def test_tree_heads_are_one_per_gpu_of_the_largest_node_at_most_32(sizes, want):
+    nodes, first = [], 0
+    for size in sizes:
+        nodes.append(tuple(range(first, first + size)))
+        first += size
+    assert tree_heads(nodes) == want
