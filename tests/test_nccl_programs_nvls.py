@@ -16,6 +16,7 @@ from collsim.algorithms.nccl.nvls import (
     nvls_allreduce_job,
     nvls_one_node_job,
     serial_steps,
+    tree_heads,
 )
 from collsim.algorithms.nccl.nvls_tree import tree_halves
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
@@ -316,3 +317,28 @@ def test_under_nccls_costs_a_one_node_allreduce_pays_its_arity_figure():
     assert job.params["arity_us"] == 0.4  # a chunk the caller gives keeps NCCL's kernel
     job, _ = make_job(topology, REGISTRY["allgather", "nvls"], 8, 4 << 20, {})
     assert "arity_us" not in job.params
+
+
+def test_nvls_tree_crosses_racks_through_32_heads_and_their_nics():
+    # NCCL's NVLS graph has at most NCCL_MAX_NVLS_ARITY = 32 heads, one per NIC:GPU pair: two
+    # 72-GPU racks cross through GPUs 0-31 and their NICs. Each head moves a half-slice up
+    # one tree and down the other (n/64 twice) each way; the other 40 NICs carry nothing.
+    topology = load_topology("topologies/gb200-nvl72-cluster.yaml", {"nodes": 2})
+    n = 2 * 32 * 4096  # 2 channels x 32 heads x 4096 B: one loop
+    recorded = record_call(topology, "allreduce", "nvls_tree", 144, n,
+                           {"channels": 2, "chunk_size": 4096}, costs=IDEAL)
+    nics = {load.link.name: load.bytes for load in link_loads(recorded.fabric)
+            if load.link.kind == "nic" and load.bytes > 0}
+    assert {name.split("->")[0] for name in nics if name.startswith("n")} == {
+        f"n{node}.nic{g}" for node in (0, 1) for g in range(32)}
+    assert list(nics.values()) == pytest.approx([n / 32] * 128)
+
+
+@pytest.mark.parametrize(("sizes", "want"), [((8, 8), 8), ((72, 72), 32), ((40, 8), 32),
+                                             ((1, 1), 1), ((16, 32), 32)])
+def test_tree_heads_are_one_per_gpu_of_the_largest_node_at_most_32(sizes, want):
+    nodes, first = [], 0
+    for size in sizes:
+        nodes.append(tuple(range(first, first + size)))
+        first += size
+    assert tree_heads(nodes) == want

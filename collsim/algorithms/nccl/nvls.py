@@ -82,6 +82,14 @@ def heads_of(nodes: list[tuple[int, ...]]) -> int:
     return max(len(ranks) for ranks in nodes)
 
 
+def tree_heads(nodes: list[tuple[int, ...]]) -> int:
+    """NVLSTree's heads a node, hence its slices across nodes: one per GPU, at most
+    ``NCCL_MAX_NVLS_ARITY`` (NCCL's NVLS graph search, src/graph/search.cc: ``maxChannels =
+    min(NCCL_MAX_NVLS_ARITY, GPUs)``, one head per NIC:GPU pair), so a 64- or 72-GPU rack
+    crosses to the next through 32 of its NICs."""
+    return nvls_heads(heads_of(nodes))
+
+
 def head(ranks: tuple[int, ...], h: int) -> int:
     """The GPU of a node that heads slice ``h``."""
     return ranks[h % len(ranks)]
@@ -140,11 +148,12 @@ def gpu_threads(switch: int, cs: list[tuple[int, int]]) -> list[Program]:
 
 
 def node_switch(job: Job, nodes: list[tuple[int, ...]], node: int,
-                cs: list[tuple[int, int]]) -> Program:
+                cs: list[tuple[int, int]], m: int | None = None) -> Program:
     """Node ``node``'s NVSwitch across nodes: it sends slice h of each chunk's sum to the
-    slice's head and multicasts the global sums the heads hand back."""
+    slice's head and multicasts the global sums the heads hand back (``m`` slices, one per
+    GPU of the largest node unless given)."""
     local = nodes[node]
-    m = heads_of(nodes)
+    m = heads_of(nodes) if m is None else m
     yield Parallel([_chunk_through(local, cs[i], i, m, job.count) for i in range(len(cs))])
 
 

@@ -2,22 +2,25 @@
 NCCL src/device/all_reduce.h ``runNvlsTree``, src/graph/trees.cc).
 
 Each node's NVSwitch (a helper rank) combines every chunk of its GPUs, and sends slice h of
-the node's sum to the slice's head (the node's GPU ``h mod size``). The heads of slice h
-form NCCL's double binary tree over node positions (:func:`~collsim.nccl.layout.double_tree`):
-each head combines its children's slices into its own and passes it up while the root sends
-the global sum down; every head hands the global sum to its NVSwitch, which multicasts the
-chunk to the node's GPUs. NCCL's NVLS channel c climbs tree ``c mod 2`` (``connect.cc``,
-``connectNvls``) and loops over a region of its own (``ncclCollCbdPart``), so every loop
-is cut in two: the even channels' share climbs tree 0 while the odd ones' climbs tree 1
-(with one channel, all of it tree 0), both trees busy from the first loop on; each head's
-NIC carries both trees, and the node inner in one is a leaf in the other. Chunks pipeline
-through the whole path (NVLS's 128 KiB per channel by default; one lane of all channels).
-Under NCCL's costs every GPU also pays the kernel's scatter and gather inside its node, which
-copy each loop's chunks one head after another, as on one node (:func:`loop_serial`).
-On one node this is ``nvls``.
+the node's sum to the slice's head (the node's GPU ``h mod size``; at most 32 slices,
+:func:`~collsim.algorithms.nccl.nvls.tree_heads`, so a 72-GPU rack crosses through 32 NICs).
+The heads of slice h form NCCL's double binary tree over node positions
+(:func:`~collsim.nccl.layout.double_tree`): each head combines its children's slices into
+its own and passes it up while the root sends the global sum down; every head hands the
+global sum to its NVSwitch, which multicasts the chunk to the node's GPUs. NCCL's NVLS
+channel c climbs tree ``c mod 2`` (``connect.cc``, ``connectNvls``) and loops over a region
+of its own (``ncclCollCbdPart``), so every loop is cut in two: the even channels' share
+climbs tree 0 while the odd ones' climbs tree 1 (with one channel, all of it tree 0), both
+trees busy from the first loop on; each head's NIC carries both trees, and the node inner in
+one is a leaf in the other. Chunks pipeline through the whole path (NVLS's 128 KiB per
+channel by default; one lane of all channels). Under NCCL's costs every GPU also pays the
+kernel's scatter and gather inside its node, which copy each loop's chunks one head after
+another, as on one node (:func:`loop_serial`). On one node this is ``nvls``.
 
 Not modelled: NCCL's split of the heads' threads between tree up and down by channel; the
-tree's chunk size differing from NVLS's inside the node (``NCCL_NVLSTREE_MAX_CHUNKSIZE``).
+tree's chunk size differing from NVLS's inside the node (``NCCL_NVLSTREE_MAX_CHUNKSIZE``);
+fewer heads than GPUs on a node with fewer NICs than GPUs (NCCL takes one head per NIC with
+a GPU of its own).
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ from collsim.algorithms.nccl.nvls import (
     UP,
     head,
     headed,
-    heads_of,
     lane_chunks,
     node_switch,
     nvls_protocol_params,
     one_node_allreduce,
     one_node_cost,
     others_partial,
+    tree_heads,
 )
 from collsim.algorithms.nccl.switches import (
     channels_of,
@@ -54,7 +57,6 @@ from collsim.algorithms.nccl.switches import (
 from collsim.algorithms.nccl.tree import WINDOW, relay_steps
 from collsim.algorithms.registry import register
 from collsim.nccl.layout import Tree, double_tree
-from collsim.nccl.search import nvls_heads
 from collsim.program import Job, Op, Parallel, Pause, Program, Recv, Send
 
 
@@ -151,12 +153,12 @@ def _program(rank: int, job: Job) -> Program:
     trees = double_tree(len(nodes))
     cs, climbs = tree_halves(job, 4 + 2 * max(depth(t) for t in trees))
     if rank >= p:
-        yield from node_switch(job, nodes, rank - p, cs)
+        yield from node_switch(job, nodes, rank - p, cs, tree_heads(nodes))
         return
     node = next(k for k, ranks in enumerate(nodes) if rank in ranks)
     switch = p + node
-    m = heads_of(nodes)
-    threads = gpu_threads(job, switch, cs, nvls_heads(m))
+    m = tree_heads(nodes)
+    threads = gpu_threads(job, switch, cs, m)
     for h in headed(rank, nodes[node], m):
         piece = [slices(c, m)[h] for c in cs]
         up, down = TREE_UP.part(h, m), TREE_DOWN.part(h, m)
