@@ -11,6 +11,7 @@ from collsim.algorithms.nccl.channels import ring_chunk_bytes, simple_buffer
 from collsim.algorithms.nccl.nvls import nvls_protocol_params
 from collsim.algorithms.nccl.switches import nvls_chunk_bytes
 from collsim.algorithms.nccl.tree import _protocol_params as tree_params
+from collsim.calibrate.predict import pick
 from collsim.calls.plan import auto_choice, candidates
 from collsim.callspec import CallSpec
 from collsim.cli import main
@@ -96,6 +97,9 @@ def test_auto_runs_under_the_machines_nccl_algo():
     for size in (64 * MiB, 128 * MiB, 256 * MiB):
         assert auto_choice(a3, "allreduce", gpus, size).algorithm in {"ring", "nccl_tree"}
         assert {a for a, _ in candidates(a3, "allreduce", gpus, size)} <= {"ring", "nccl_tree"}
+        # calibrate's and fidelity's pick as well
+        assert pick(a3, "allreduce", size, gpus).algorithm in {"ring", "nccl_tree"}
+    assert pick(free, "allreduce", 128 * MiB, gpus).algorithm == "nvls_tree"
 
 
 def test_per_collective_entries_follow_nccls_syntax():

@@ -19,6 +19,7 @@ from collsim.algorithms.registry import REGISTRY
 from collsim.calls.plan import (
     POINT_TO_POINT,
     auto_choice,
+    environment_allows,
     is_nccl,
     nccl_defaults,
     plan,
@@ -88,8 +89,10 @@ def pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
         raise InputError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}",
                          key="protocol")
     if len(gpus) > 1 and collective in MODELLED_COLLECTIVES:
-        choice = choose(nccl_system(topology, gpus), collective, size,
-                        algorithms=set(algorithms if algorithm == "auto" else (algorithm,)),
+        system = nccl_system(topology, gpus)
+        allowed = environment_allows(system, collective, algorithms) if algorithm == "auto" \
+            else {algorithm}  # as NCCL_ALGO: the machine's own, or the one asked for
+        choice = choose(system, collective, size, algorithms=allowed,
                         protocols=None if protocol is None else {protocol})
         if choice is not None:
             return Pick(choice.algorithm, choice.protocol, choice.channels, choice.time)
