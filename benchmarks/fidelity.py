@@ -2,7 +2,8 @@
 machine and overall: median and 90th percentile of |simulated busbw / measured busbw - 1| over
 rows of 1 MiB and more, for
 
-  (a) auto:        the preset as shipped, NCCL's pick (collsim.calibrate.predict);
+  (a) auto:        the preset as shipped, NCCL's pick (collsim.calibrate.predict) under the
+                   run's environment (its NCCL_ALGO where the source sets one);
   (b) forced:      rows whose source says what ran (NCCL_ALGO=Ring/Tree), that algorithm;
   (c) calibrated:  leave-one-out: calibrate the preset on every other size of the run
                    (collsim.calibrate.fit), predict the held-out sizes; both halves; runs
@@ -62,6 +63,9 @@ MAX_SIM_RANKS = 128  # larger runs take minutes per point to simulate: left out,
 # search for NCCL's switch sizes (pick_scale: each candidate is a fit of its own).
 LARGE_RUN, LARGE_ITERATIONS, LARGE_FIT_MAX = 8, 6, 2**30
 FORCED = {"ring": "ring", "tree": "nccl_tree"}
+# NCCL_ALGO's value for a forced algorithm: `auto` then picks under the run's own environment,
+# as NCCL did, so a row is compared with what ran rather than with NCCL's default.
+NCCL_ALGO_OF = {"ring": "Ring", "nccl_tree": "Tree"}
 # (fitted on, predicted) runs of one machine and source, fewer GPUs -> more: 1 node -> 2-4
 # (the H100 node's allreduce also predicts the 4 nodes' other collectives; the NDm A100 v4
 # node predicts each collective on 2 nodes), 2 H100 nodes on InfiniBand -> 4 and 8 (and
@@ -278,9 +282,13 @@ def load_runs() -> tuple[list[RunSpec], list[str]]:
                 timed.setdefault(int(r["bytes"]), {**r, "time_s": t})
         if not any(s >= MIN_SIZE for s in timed):
             continue
-        runs.append(RunSpec(run_id, mapped[0], mapped[1], int(first["nodes"]),
+        algorithm = forced(first["algo_proto"])
+        overrides = dict(mapped[1])
+        if algorithm in NCCL_ALGO_OF:
+            overrides.setdefault("nccl.environment.NCCL_ALGO", NCCL_ALGO_OF[algorithm])
+        runs.append(RunSpec(run_id, mapped[0], overrides, int(first["nodes"]),
                             int(first["gpus_per_node"]), first["collective"],
-                            forced(first["algo_proto"]), [timed[s] for s in sorted(timed)],
+                            algorithm, [timed[s] for s in sorted(timed)],
                             undescribed_network(first)))
     return runs, skipped
 
