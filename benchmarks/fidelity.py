@@ -3,15 +3,15 @@ machine and overall: median and 90th percentile of |simulated busbw / measured b
 rows of 1 MiB and more, for
 
   (a) auto:        the preset as shipped, NCCL's pick (collsim.calibrate.predict) under the
-                   run's environment (its NCCL_ALGO where the source sets one);
-  (b) forced:      rows whose source says what ran (NCCL_ALGO=Ring/Tree), that algorithm;
-  (c) calibrated:  leave-one-out: calibrate the preset on every other size of the run
+                   run's environment: its NCCL_ALGO where the source says one was set (rows.csv
+                   names that algorithm in `forced`);
+  (b) calibrated:  leave-one-out: calibrate the preset on every other size of the run
                    (collsim.calibrate.fit), predict the held-out sizes; both halves; runs
                    of up to 32 GPUs (--max-ranks), those over 8 in fewer steps (LARGE_*);
-  (d) NCCL model:  NCCL's own analytic time of its pick (collsim.nccl.tuning), for comparison;
-  (e) scale-up:    calibrate on a machine's smaller run (1 node, or 1 GPU per node), predict
+  (c) NCCL model:  NCCL's own analytic time of its pick (collsim.nccl.tuning), for comparison;
+  (d) scale-up:    calibrate on a machine's smaller run (1 node, or 1 GPU per node), predict
                    its larger one (SCALE_UP), printed per pair;
-  (f) from p2p:    calibrate on a machine's p2p run across nodes (alltoall_perf, sendrecv_perf:
+  (e) from p2p:    calibrate on a machine's p2p run across nodes (alltoall_perf, sendrecv_perf:
                    the network's figures, docs/calibration.md#log-kinds), predict its
                    collectives (FROM_P2P), printed per pair.
 
@@ -22,9 +22,9 @@ busbw.png (benchmarks/fidelity_figure.py, which redraws it alone). Fits are cach
     python benchmarks/fidelity.py [--no-calibrate] [--max-ranks 8]
     python benchmarks/fidelity.py --no-calibrate --runs a3mega --runs aws-p   # a few runs,
         per run, printed only (the table, rows.csv and the figure are left as they are); without
-        --no-calibrate also the pairs (e, f) whose two runs are among them
+        --no-calibrate also the pairs (d, e) whose two runs are among them
     python benchmarks/fidelity.py --pairs --runs ntc-h100-2x1 --runs ntc-h100-10x1   # the
-        pairs (e, f) among the runs alone, without the runs' leave-one-out fits
+        pairs (d, e) among the runs alone, without the runs' leave-one-out fits
     python benchmarks/fidelity.py --shard 0/2 & python benchmarks/fidelity.py --shard 1/2; \
         wait; python benchmarks/fidelity.py        # the fits on two cores, then the table
 """
@@ -389,14 +389,11 @@ def fit_shard(shard: int, shards: int, runs: list[RunSpec], max_ranks: int,
 
 
 def simulate_run(spec: RunSpec) -> None:
-    """The run's sizes >= MIN_SIZE simulated as shipped, auto and forced, into SIMULATED."""
-    cases = [case_of(spec, spec.rows)]
-    if spec.algorithm != "auto":
-        cases.append(case_of(spec, spec.rows, spec.algorithm))
-    for case in cases:
-        for i, size in enumerate(case.sizes):
-            if size >= MIN_SIZE:
-                busbw(case, i)
+    """The run's sizes >= MIN_SIZE simulated as shipped (``auto``) into SIMULATED."""
+    case = case_of(spec, spec.rows)
+    for i, size in enumerate(case.sizes):
+        if size >= MIN_SIZE:
+            busbw(case, i)
 
 
 def stats(errors: list[float]) -> str:
@@ -408,7 +405,7 @@ def stats(errors: list[float]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-calibrate", action="store_true", help="skip (c)")
+    parser.add_argument("--no-calibrate", action="store_true", help="skip (b)")
     parser.add_argument("--max-ranks", type=int, default=32,
                         help="leave-one-out fits only for runs of at most this many GPUs")
     parser.add_argument("--worst", type=int, default=0, metavar="N",
@@ -421,8 +418,8 @@ def main() -> int:
                         help="only the runs whose id contains SUBSTRING (repeatable): their "
                         "errors per run are printed, and no file but the cache is written")
     parser.add_argument("--pairs", action="store_true",
-                        help="with --runs: fit and print the pairs (e, f) among the runs, "
-                        "without the runs' leave-one-out fits (c)")
+                        help="with --runs: fit and print the pairs (d, e) among the runs, "
+                        "without the runs' leave-one-out fits (b)")
     args = parser.parse_args()
     if args.pairs and (args.no_calibrate or not args.runs):
         parser.error("--pairs takes --runs and fits the pairs: leave out --no-calibrate")
@@ -459,8 +456,6 @@ def main() -> int:
     for spec in runs:
         try:
             auto = case_of(spec, spec.rows)
-            forced_case = case_of(spec, spec.rows, spec.algorithm) \
-                if spec.algorithm != "auto" else None
         except InputError as exc:
             skipped.append(f"{spec.run_id}: {exc}")
             continue
@@ -481,8 +476,7 @@ def main() -> int:
                       "collective": spec.collective,
                       "measured_busbw": measured, "auto_busbw": busbw(auto, i),
                       "auto_pick": f"{chosen.algorithm}/{chosen.protocol}",
-                      "forced": spec.algorithm if forced_case else "",
-                      "forced_busbw": busbw(forced_case, i) if forced_case else None,
+                      "forced": "" if spec.algorithm == "auto" else spec.algorithm,
                       "calibrated_busbw": calibrated[size][0] if size in calibrated else None,
                       "factors": calibrated[size][1] if size in calibrated else None,
                       "nccl_model_busbw": (size / chosen.model_time / 1e9 * factor
@@ -516,7 +510,7 @@ def main() -> int:
 
 def pair_errors(runs: list[RunSpec], cache: dict, pairs: tuple[tuple[str, str], ...],
                 fitted: str = "the smaller run") -> list[str]:
-    """(e), (f): each pair's busbw error on the predicted run's sizes >= 1 MiB, the preset's
+    """(d), (e): each pair's busbw error on the predicted run's sizes >= 1 MiB, the preset's
     and calibrated on the other run of the pair; pairs with a run not loaded are left out."""
     by_id = {r.run_id: r for r in runs}
     lines = []
@@ -543,8 +537,8 @@ def pair_errors(runs: list[RunSpec], cache: dict, pairs: tuple[tuple[str, str], 
     return lines
 
 
-KINDS = (("auto", "auto_busbw"), ("forced", "forced_busbw"),
-         ("calibrated (LOO)", "calibrated_busbw"), ("NCCL model", "nccl_model_busbw"))
+KINDS = (("auto", "auto_busbw"), ("calibrated (LOO)", "calibrated_busbw"),
+         ("NCCL model", "nccl_model_busbw"))
 
 
 def error(record: dict, column: str) -> float | None:
@@ -621,7 +615,8 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
         "# busbw error against published measurements (rows >= 1 MiB)\n\n"
         "|error| = |simulated busbw / measured busbw - 1|, per machine (the preset each run "
         f"is simulated on); `calibrated (LOO)` for runs of at most {max_ranks} GPUs (a fit "
-        "on a 32-GPU run takes 1-7 minutes a half); `forced` where the source says what ran; "
+        "on a 32-GPU run takes 1-7 minutes a half); `auto` picks under a run's own "
+        "NCCL_ALGO where its source says one was set; "
         "`1 node` and `2+ nodes` split `all` by NCCL's nodes (an NVL72 rack is one node); "
         "`python benchmarks/fidelity.py` (about 4 minutes with the cache of fits, "
         "about an hour without)."
@@ -633,8 +628,8 @@ def write(table: list[dict], skipped: list[str], scale: list[str], max_ranks: in
         f"{mapped}\n\nOn networks no preset describes:\n\n{networks or '- none'}\n\n"
         f"Left out:\n\n{notes}\n")
     columns = ["machine", "run_id", "collective", "ranks", "nodes", "size_bytes",
-               "measured_busbw", "auto_pick", "auto_busbw", "auto_error", "forced", "forced_busbw",
-               "forced_error", "calibrated_busbw", "calibrated_error", "nccl_model_busbw",
+               "measured_busbw", "auto_pick", "auto_busbw", "auto_error", "forced",
+               "calibrated_busbw", "calibrated_error", "nccl_model_busbw",
                "nccl_model_error"]
     with (out / "rows.csv").open("w", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")

@@ -282,3 +282,24 @@ def test_the_launch_cost_is_the_one_the_file_says_it_takes(name, taken_from):
     takes the launch of the preset with the same GPU and host software, and says so."""
     assert preset(name).machine.nccl.launch == preset(taken_from).machine.nccl.launch
     assert f"taken as {taken_from}'s" in find_topology(name).read_text()
+
+
+def test_a_run_that_forced_an_algorithm_is_simulated_under_its_nccl_algo():
+    """fidelity.py's `auto` picks under the run's own environment: a run whose source set
+    NCCL_ALGO (the GB200 runs of nccl#1801 force Ring and Tree, where NCCL's default on the
+    same machine is NVLSTree) gets that NCCL_ALGO, and its pick is that algorithm."""
+    fidelity, _ = _fidelity_and_runs()
+    runs, _ = fidelity.load_runs()
+    forced = {spec.run_id: spec for spec in runs if spec.algorithm != "auto"}
+    assert {"gb200-3xnvl8-ring-issue1801", "gb200-3xnvl8-tree-issue1801"} <= set(forced)
+    for spec in forced.values():
+        assert spec.overrides["nccl.environment.NCCL_ALGO"] == fidelity.NCCL_ALGO_OF[
+            spec.algorithm]
+    for run, algorithm in (("gb200-3xnvl8-ring-issue1801", "ring"),
+                           ("gb200-3xnvl8-tree-issue1801", "nccl_tree")):
+        case = fidelity.case_of(forced[run], forced[run].rows)
+        assert {p.algorithm for p in case.picks} == {algorithm}
+    free = next(spec for spec in runs if spec.run_id == "gb200-3xnvl8-ring-issue1801")
+    default = fidelity.case_of(fidelity.RunSpec(**{**free.__dict__, "overrides": {}}),
+                               free.rows)
+    assert {p.algorithm for p in default.picks} == {"nvls_tree"}
