@@ -57,6 +57,27 @@ def test_every_figure_is_in_range(name):
         assert optional is None or 1 <= optional <= 64
     assert record.routing.value in ("ecmp", "dmodk")
     assert isinstance(record.unpack.value, bool)
+    assert 0 <= record.flush.value <= 10e-6                 # one local read, a few us at most
+
+
+def test_a_flush_is_a_local_read_not_another_network_latency():
+    """The flush is the receiving NIC's read of a few bytes of GPU memory: on EFA AWS's own
+    3 us for an operation in the device and its completion, 25 times below the 75 us the
+    plugin reports; on the verbs transports an assumption of the same order; nothing where
+    the plugin's iflush does nothing (TCPX) or NCCL never flushes (host-staged sockets)."""
+    efa = TRANSPORTS["efa"]
+    assert efa.flush.value == pytest.approx(3e-6)
+    assert efa.flush.value * 25 == pytest.approx(efa.net_latency.value)
+    assert "TUNER_NET_COMP_OVERHEAD" in efa.flush.source
+    for verbs in ("ib", "roce"):
+        flush = TRANSPORTS[verbs].flush
+        assert flush.assumed and "ncclIbIflush" in flush.source
+        assert 0 < flush.value <= efa.flush.value
+    assert TRANSPORTS["tcpx"].flush.value == 0 and "Iflush" in TRANSPORTS["tcpx"].flush.source
+    for name, record in TRANSPORTS.items():
+        if not record.gpudirect.value:
+            assert record.flush.value == 0, name
+    assert "flush" not in MODELLED  # shown: the cost model keeps NCCL's stand-in (misses.md)
 
 
 def test_only_gpudirect_tcpx_is_an_unpack_device():
@@ -195,6 +216,14 @@ def test_topo_show_prints_the_transport_and_where_each_figure_came_from(capsys):
     assert "the transport's: 75 us" in latency
     reach = next(line for line in out.splitlines() if line.startswith("  reachable "))
     assert "97%" in reach and "transport: L. Chen" in reach
+
+
+def test_topo_show_prints_the_flush_as_a_figure_the_cost_model_does_not_charge(capsys):
+    assert main(["topo", "show", "p4d-efa-cluster", "--no-bisection"]) == 0
+    out = capsys.readouterr().out
+    flush = out[out.index("\n  flush "):]
+    assert flush.split()[1:3] == ["3", "us"]
+    assert "shown; the cost model charges NCCL's stand-in" in " ".join(flush.split())
 
 
 def test_topo_show_of_a_machine_without_nics_prints_no_transport(capsys):

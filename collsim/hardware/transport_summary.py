@@ -18,14 +18,14 @@ OVERRIDE_KEYS = {"net_latency": "nccl.net_latency", "gpudirect": "nics.gpudirect
 _LABELS = {"net_latency": "net latency", "gpudirect": "gpudirect", "reachable": "reachable",
            "steps": "NCCL_STEPS", "buffsize": "NCCL_BUFFSIZE", "streams": "streams/conn",
            "min_channels": "min channels", "routing": "routing", "unpack": "GPU unpack",
-           "clear_to_send": "clear to send"}
+           "clear_to_send": "clear to send", "flush": "flush"}
 WIDTH = 100
 
 
 def _value(name: str, value: float | int | bool | None) -> str:
     if value is None:
         return "-"
-    if name == "net_latency":
+    if name in ("net_latency", "flush"):
         return f"{float(value) * 1e6:g} us"
     if name == "gpudirect":
         return "yes" if value else "no (host memory)"
@@ -81,7 +81,9 @@ def _figure_lines(name: str, figure: Sourced, nics: NicSpec, nccl: NcclFigures |
     if name not in MODELLED:
         use = {"steps": "the engine's own constant",
                "buffsize": "shown; NCCL runs the preset's nccl.environment",
-               "min_channels": "shown; NCCL runs the preset's nccl.environment"}.get(
+               "min_channels": "shown; NCCL runs the preset's nccl.environment",
+               "flush": "shown; the cost model charges NCCL's stand-in, the net latency once "
+                        "more"}.get(
                    name, "not modelled")
         origin = f"transport ({use}): {figure.source}"
         value = _value(name, figure.value)

@@ -25,7 +25,11 @@ with its source or the word "assumption" (docs/hardware.md#transports):
   engine charges that copy as one more read of the slice (:func:`collsim.nccl.protocols.
   slice_staging`).
 
-and, shown only: NCCL_STEPS slots per connection (the engine's own constant), the
+and, shown only: the ``flush`` of one received Simple message (NCCL flushes each one before
+Hopper, or with ``NCCL_NET_FORCE_FLUSH=1``: the receiving NIC reads a few bytes of the receive
+buffer back, which makes its writes into GPU memory visible to the GPU; the cost model charges
+NCCL's own stand-in for it, the plugin's latency once more, docs/misses.md#efa-flush),
+NCCL_STEPS slots per connection (the engine's own constant), the
 NCCL_BUFFSIZE the plugin or its vendor sets and the channel floor the vendor's settings impose
 (what NCCL runs with is the preset's ``nccl.environment``, set per instance type and plugin
 release, docs/hardware.md#environment), and the streams (queue pairs, TCP sockets or flows)
@@ -92,6 +96,7 @@ class Transport:
     routing: Sourced            # "dmodk" or "ecmp": among a fat-tree's equal-cost spines
     unpack: Sourced             # bool: the receiving GPU copies payload out of bounce pages
     clear_to_send: Sourced      # bool: a slot is reused only once the receiver cleared it
+    flush: Sourced              # seconds: the plugin's flush of one received Simple message
 
     def figures(self) -> dict[str, Sourced]:
         """Every figure by field name, in declaration order."""
@@ -139,6 +144,27 @@ _PUSHED = ("the sender writes each message into the connection's sockets without
            "for its receive; the receiver reads it from the socket's buffers (not modelled: "
            "TCP's window)")
 
+# A flush: NCCL's proxy, once a Simple receive has completed and before it tells the GPU, asks
+# the plugin to read back a few bytes of the receive buffer through the receiving NIC
+# (recvProxyProgress in src/transport/net.cc, one iflush per received message or group of
+# them); the GPU waits for that read, the next receives do not.
+_PCIE_READ = ("Neugebauer et al., \"Understanding PCIe performance for end host networking\", "
+              "SIGCOMM 2018 (doi:10.1145/3230543.3230560): a NIC's DMA read of a cache line "
+              "takes about 0.5-1 us")
+_VERBS_FLUSH = Sourced(2e-6, "assumption: one RDMA read of 1 byte of the receive buffer on a "
+                             f"loopback queue pair ({_NCCL} src/transport/net_ib/p2p.cc: "
+                             "ncclIbIflush), i.e. the NIC's read of GPU memory over PCIe "
+                             f"({_PCIE_READ}) and the post and completion of one work request; "
+                             "no measured figure of it found")
+_EFA_FLUSH = Sourced(3e-6, f"{_AWS} include/nccl_ofi_param.h: TUNER_NET_COMP_OVERHEAD, 3 us for "
+                           "an EFA operation (about 2 in the device, 1 to write its completion "
+                           "to the host), what AWS's model of NCCL adds to a Simple network "
+                           "step (src/tuner/nccl_ofi_model.cpp); the flush is one such "
+                           "operation, a loopback fi_read of a few bytes of the receive buffer "
+                           "(src/nccl_ofi_sendrecv.cpp and src/nccl_ofi_rdma.cpp: flush; "
+                           "cuda_flush off by default)")
+_NO_FLUSH = "NCCL flushes only receives that land in GPU memory by GPUDirect RDMA"
+
 TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
     Transport(
         "ib", "InfiniBand verbs", "NCCL's net_ib (built in)",
@@ -152,7 +178,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         _NO_FLOOR,
         _DMODK,
         Sourced(False, f"{_NCCL} src/transport/net_ib/init.cc: {_HOST_DEVICE}"),
-        _IB_CTS),
+        _IB_CTS,
+        _VERBS_FLUSH),
     Transport(
         "roce", "RoCE (verbs over Ethernet)", "NCCL's net_ib (built in)",
         Sourced(0.0, f"{_NCCL} src/transport/net_ib/init.cc: reports latency 0 (the same "
@@ -166,7 +193,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         _NO_FLOOR,
         _ECMP,
         Sourced(False, f"{_NCCL} src/transport/net_ib/init.cc: {_HOST_DEVICE}"),
-        _IB_CTS),
+        _IB_CTS,
+        _VERBS_FLUSH),
     Transport(
         "efa", "AWS Elastic Fabric Adapter", "aws-ofi-nccl (AWS's libfabric plugin)",
         Sourced(75e-6, f"{_AWS} src/platform-aws.cpp: 75 us on p4d, p4de, p5, p5e (35 us on "
@@ -184,7 +212,8 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(True, f"{_AWS} src/nccl_ofi_rdma.cpp: the RDMA protocol's receive writes "
                       "a control message into the sender's mailbox (rdma_recv_req::post); "
                       "a send above the eager size (OFI_NCCL_EAGER_MAX_SIZE, 8 KiB) waits "
-                      "for it (has_ctrl_msg)")),
+                      "for it (has_ctrl_msg)"),
+        _EFA_FLUSH),
     Transport(
         "tcpx", "GCP GPUDirect-TCPX", "Google's GPUDirect-TCPX plugin",
         Sourced(0.0, f"{_TCPX} src/net_tcpx.cc: reports latency 0"),
@@ -199,7 +228,9 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         _ECMP,
         Sourced(True, f"{_TCPX} src/net_tcpx.cc: netDeviceType DEV_UNPACK; {_UNPACK_SRC}"),
         Sourced(False, f"{_TCPX} src/net_tcpx.cc: {_PUSHED}; its control socket carries "
-                       "each message's header from sender to receiver")),
+                       "each message's header from sender to receiver"),
+        Sourced(0.0, f"{_TCPX} src/net_tcpx.cc: tcpxIflush_v5 returns at once (\"Iflush "
+                     "unused\")")),
     Transport(
         "tcpxo", "GCP GPUDirect-TCPXO", "Google's GPUDirect-TCPXO plugin (FasTrak)",
         Sourced(0.0, f"{_TCPXO} tcpdirect_plugin/fastrak_offload/nccl_shim.cc: reports "
@@ -217,7 +248,9 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         Sourced(False, f"{_TCPXO} tcpdirect_plugin/fastrak_offload/nccl_shim.cc: "
                        f"{_HOST_DEVICE}"),
         Sourced(False, "assumption: as TCPX (the same push model; the receive path is "
-                       "offloaded to a daemon whose source is not published)")),
+                       "offloaded to a daemon whose source is not published)"),
+        Sourced(0.0, "assumption: as TCPX, whose iflush does nothing; TCPXO runs on Hopper, "
+                     "which NCCL does not flush by default")),
     Transport(
         "socket", "TCP sockets", "NCCL's net_socket (built in)",
         Sourced(0.0, f"{_NCCL} src/transport/net_socket.cc: reports latency 0"),
@@ -234,7 +267,9 @@ TRANSPORTS: Mapping[str, Transport] = MappingProxyType({t.name: t for t in (
         _ECMP,
         Sourced(False, f"{_NCCL} src/transport/net_socket.cc: {_HOST_DEVICE}"),
         Sourced(False, f"{_NCCL} src/transport/net_socket.cc: {_PUSHED}; each message's "
-                       "size goes ahead of its data")),
+                       "size goes ahead of its data"),
+        Sourced(0.0, f"{_NCCL} src/transport/net_socket.cc: host memory only, and {_NO_FLUSH} "
+                     "(src/transport/net.cc: useGdr)")),
 )})
 DEFAULT = "ib"  # a node with NICs whose file names no transport: NCCL's own InfiniBand verbs
 
