@@ -220,6 +220,15 @@ def test_issue_thread_logs_keep_each_runs_command_line():
     assert two.hosts == eight.hosts[:2] and four.hosts == eight.hosts[:4]
 
 
+def test_the_h200_socket_log_is_the_command_as_run():
+    """The OpenShift H200 log is the text as first published: NCCL_IB_DISABLE=1 and no
+    NCCL_ALGO (the README added ``-x NCCL_ALGO=ring`` to the command months later, its output
+    unchanged; docs/misses.md#ocp-h200), so a calibration of it leaves NCCL its pick."""
+    (run,) = read_logs(VALIDATION / "logs" / "ocp-h200-2x8-socket-ring-ar.txt")
+    assert run.hints.env["NCCL_IB_DISABLE"] == "1" and run.hints.env["NCCL_IB_HCA"] == "mlx5_0"
+    assert "NCCL_ALGO" not in run.hints.env
+
+
 def test_old_layout_with_error_column_and_a_column_of_the_users():
     (run,) = read_logs(VALIDATION / "sources" / "nccl-issue527-p4dn-1to4n.txt")
     assert run.layout == "legacy"
