@@ -188,12 +188,15 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
                                "nccl.environment.NCCL_NVLS_ENABLE": 0},
                               "A3 Mega: 8x 200G GPUDirect-TCPXO (the repository's name), under "
                               "the profile of the plugin image the run's repository installs"),
-    # NCCL over TCP sockets (NCCL_IB_DISABLE=1) through one interface: the socket transport
-    # (no GPUDirect), one NIC; its speed is not stated, so the preset's 400 Gb/s (DGX H200's
-    # ConnectX-7) stands.
+    # One shared RDMA interface a node, and RoCE, not sockets: the run's container installs
+    # Mellanox/nccl-rdma-sharp-plugins as libnccl-net.so, which NCCL 2.27.3 loads before its own
+    # IB and socket transports (src/plugin/net.cc at v2.27.3-1), and NCCL_IB_DISABLE=1 leaves
+    # the plugin's verbs transport on (only NCCL_IBEXT_DISABLE turns it off, src/ib_plugin.c;
+    # nccl#676). The speed is not stated: the preset's 400 Gb/s ConnectX-7 stands
+    # (docs/misses.md#ocp-h200).
     "ocp-h200-2x8-socket-ring-ar": ("h100-cluster", {"node.nics.count": 1,
-                                                     "node.nics.transport": "socket"},
-                                    "TCP sockets over one shared interface"),
+                                                     "node.nics.transport": "roce"},
+                                    "RoCE (RDMA SHARP plugin) over one shared interface"),
 }
 
 

@@ -211,8 +211,8 @@ def test_every_figure_has_bounds_around_the_preset():
 def test_what_the_log_says_ran_is_what_is_simulated():
     """NCCL_ALGO on the log's command line forces the algorithm; an NCCL_DEBUG=INFO line
     naming the algorithm and protocol of one size forces that size's pick."""
-    (run,) = read_logs(VALIDATION / "logs" / "ocp-h200-2x8-socket-ring-ar.txt")
-    assert run.hints.env["NCCL_ALGO"] == "ring"
+    *_, run = read_logs(VALIDATION / "sources" / "nccl-tests-issue309-h100-ib-2n-4n-8n.txt")
+    assert run.hints.env["NCCL_ALGO"] == "Ring"
     case = case_from_run(run, resolve_topology("h100-cluster"))
     assert {p.algorithm for p in case.picks} == {"ring"}
     preset = load_topology(DGX)

@@ -179,17 +179,19 @@ def _fidelity_and_runs():
 
 def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
     """benchmarks/fidelity.py's RUN_PRESETS: every run is in validation/runs.csv, on a network
-    its preset describes (EFA, TCPXO, sockets, HDR), with the NIC count the source lists where
-    it overrides the preset's, and the preset loads with the overrides."""
+    its preset or its transport override describes (EFA, TCPXO, HDR, RoCE, sockets), with the
+    NIC count the source lists where it overrides the preset's, and the preset loads with the
+    overrides."""
     fidelity, runs = _fidelity_and_runs()
     for run, (name, overrides, why) in fidelity.RUN_PRESETS.items():
         row = runs[run]
         t = preset(name, nodes=int(row["nodes"]), **overrides)
         assert t.gpus_per_node == int(row["gpus_per_node"]) and why
         network = f"{row['fabric']} {row['notes']}"
-        expected = {"p4d-efa-cluster": "EFA", "p5-efa-cluster": "EFA",
-                    "a3-mega-cluster": "TCPXO", "h100-cluster": "TCP sockets",
-                    "a100-cluster": "IB HDR"}[name]
+        by_transport = {"roce": "RoCE", "socket": "TCP sockets"}
+        expected = by_transport.get(overrides.get("node.nics.transport")) or {
+            "p4d-efa-cluster": "EFA", "p5-efa-cluster": "EFA", "a3-mega-cluster": "TCPXO",
+            "a100-cluster": "IB HDR"}[name]
         assert expected in network
         if "node.nics.count" in overrides:  # as many NICs as the source lists
             assert row["nics"].startswith(f"{overrides['node.nics.count']}x")

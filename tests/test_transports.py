@@ -257,6 +257,22 @@ def test_on_p4d_the_pcie_path_binds_before_efas_share():
     assert slower / at_efa == pytest.approx(11.25 / 12, rel=0.01)
 
 
+def test_through_one_nic_a_node_a_ring_stays_under_the_line_rate_and_a_tree_does_not():
+    """Two nodes of 8 GPUs, one 400 Gb/s RoCE NIC each, reached at 96 % (48 GB/s): a ring
+    sends 2 x 15/16 of the buffer out of each node, so its busbw stays under 48 GB/s; NCCL's
+    tree sends it once each way, so its busbw may reach 2 x 15/16 x 48 = 90 GB/s. The
+    OpenShift H200 run's 92 GB/s is therefore no ring (docs/misses.md#ocp-h200)."""
+    from collsim.api import estimate
+
+    one_nic = {"nodes": 2, "node.nics.count": 1, "node.nics.transport": "roce"}
+    reached = 50 * TRANSPORTS["roce"].reachable.value
+    ring = estimate("h100-cluster", "allreduce", "ring", 16, 1 << 30, set=one_nic).busbw_GBps
+    tree = estimate("h100-cluster", "allreduce", "nccl_tree", 16, 1 << 30,
+                    set=one_nic).busbw_GBps
+    assert 0.9 * reached < ring <= reached * 1.001
+    assert 0.9 * 2 * 15 / 16 * reached < tree <= 2 * 15 / 16 * reached * 1.001
+
+
 def test_issue_527s_runs_step_under_the_latency_their_plugin_reported():
     """Issue 527's p4dn runs used aws-ofi-nccl 1.4.0-aws, which reports 150 us to NCCL 2.12 and
     later (the per-platform 75 us came with v1.7.0-aws): benchmarks/fidelity.py runs them with
