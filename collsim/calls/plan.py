@@ -42,6 +42,7 @@ from collsim.nccl.protocols import (
     p2p_reach,
     p2p_slices,
 )
+from collsim.nccl.ring_block import with_ring_send_cap
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import model as tuning_model
 from collsim.params import CallParams
@@ -168,6 +169,13 @@ def plan_call(call: CallSpec, gpus: Sequence[int]) -> Plan:
         model = cost_model(topology, algorithm, protocol, gpus)
     except InputError as exc:  # a protocol the family does not run (NVLS: Simple only)
         raise InputError(exc.message, key="param.protocol") from None
+    if algorithm == "ring" and protocol == "Simple" and len(gpus) > 1:
+        # a Simple ring's blocks send in only some of their primitives (on 2 GPUs, half)
+        graph = tuning_model(nccl_system(topology, gpus)).graphs.ring
+        if graph.over_nvlink:
+            model = with_ring_send_cap(model, collective, len(gpus),
+                                       topology.machine.gpu.arch, graph.channels,
+                                       graph.bw_intra)
     return Plan(params, model if costs is None else costs, None if costs is not None else protocol,
                 channels if has_channels else None)
 
