@@ -11,7 +11,10 @@ from collsim.engine.costs import IDEAL, channel_bandwidth, path_costs
 from collsim.errors import InputError
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.shipped import find_topology
+from collsim.nccl import constants as C
+from collsim.nccl.adapter import nccl_system
 from collsim.nccl.protocols import cost_model
+from collsim.nccl.search import search
 from collsim.simulate import simulate
 
 
@@ -74,6 +77,19 @@ def test_reachable_bandwidth_scales_every_link_of_a_class():
     assert channel_bandwidth(ll, nvlink) == pytest.approx(370.8e9 / 2)  # 8 data bytes per 16
 
 
+def test_an_ll128_rings_channels_together_reach_nccls_graph_figure():
+    """NCCL's model caps Ring LL128 at its graph's channels x perChMaxRingLL128Bw and runs
+    twice its graph's channels: the channels collsim runs reach NCCL's total, not twice it."""
+    for topology in (H100, CLUSTER, preset("h100-cluster", nodes=4),
+                     preset("a100-cluster", nodes=2)):
+        graphs = search(nccl_system(topology))
+        assert graphs.channels == C.RUN_CHANNELS_PER_GRAPH_CHANNEL * graphs.ring.channels
+        figure = C.PER_CHANNEL_MAX_RING_LL128_BW[C.arch_row(nccl_system(topology).arch)][0]
+        model = cost_model(topology, "ring", "LL128")
+        assert graphs.channels * model.channel_cap == pytest.approx(
+            graphs.ring.channels * figure * 1e9)
+
+
 @pytest.mark.parametrize("topology, family, protocol, channel_cap, gpu_cap", [
     # NCCL's per-arch tables (docs/nccl.md#tuning-constants), column by node count; GB/s of
     # payload
@@ -81,8 +97,9 @@ def test_reachable_bandwidth_scales_every_link_of_a_class():
     (CLUSTER, "ring", "LL", None, 39.0),         # two nodes: the CPU's row (Intel), N2
     (preset("a100-cluster", nodes=2), "ring", "LL", None, 22.5),   # AMD CPUs, N2
     (preset("h100-cluster", nodes=4), "ring", "LL", None, 20.4),   # Intel, N4+
-    (H100, "ring", "LL128", 36.7, None),          # perChMaxRingLL128Bw Hopper
-    (preset("dgx-b200"), "ring", "LL128", 40.0, None),
+    # perChMaxRingLL128Bw is a graph channel's, which NCCL runs as two channels
+    (H100, "ring", "LL128", 36.7 / 2, None),      # Hopper
+    (preset("dgx-b200"), "ring", "LL128", 40.0 / 2, None),
     (H100, "ring", "Simple", None, None),
     (H100, "nccl_tree", "Simple", 38.7, None),   # perChMaxTreeBw Hopper N1
     (CLUSTER, "Tree", "Simple", 41.4, None),      # NCCL's spelling, N2

@@ -40,12 +40,12 @@ def _time(topology, collective: str, size: int, gpus: list[int], staged: bool,
 
 def test_simple_figures_are_nccls_slice_and_its_one_node_simple_channel_figure():
     """Simple: 2 steps of the 4 MiB buffer (1 MiB), written and read at perChMaxTreeBw's
-    one-node column (A100: 24 GB/s); LL128: one step, written at its per-channel cap, read
-    as its lines land; LL: nothing."""
+    one-node column (A100: 24 GB/s); LL128: one step, written at its channel's cap (half
+    the graph channel's perChMaxRingLL128Bw), read as its lines land; LL: nothing."""
     assert slice_staging("Simple", C.arch_row(80), 4 * MIB) == (MIB, 1 / 24e9, 1 / 24e9)
     step = 4 * MIB / 2 / C.NCCL_STEPS  # a 2 MiB buffer's step (NCCL_BUFFSIZE set)
     assert slice_staging("Simple", C.arch_row(90), 2 * MIB)[0] == 2 * step
-    assert slice_staging("LL128", C.arch_row(90), 4.5e6) == (4.5e6 / 8, 1 / 36.7e9, 0.0)
+    assert slice_staging("LL128", C.arch_row(90), 4.5e6) == (4.5e6 / 8, 1 / 18.35e9, 0.0)
     assert slice_staging("LL", C.arch_row(90), 262144) == (0.0, 0.0, 0.0)
 
 

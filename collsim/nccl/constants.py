@@ -101,13 +101,18 @@ LL_MAX_BW: tuple[tuple[float, float, float], ...] = (
 LL_MAX_BW_AMD_ROW = 1
 LL_MAX_BW_OTHER_CPU_ROW = 0
 
-# Per-channel caps by architecture row, (N1, N2, N4+).
+# Per-channel caps by architecture row, (N1, N2, N4+). NCCL's model multiplies them by its
+# graph's channels (ncclTopoTuneModel: graphs[a]->nChannels * perChMax...).
 PER_CHANNEL_MAX_RING_LL128_BW: tuple[tuple[float, float, float], ...] = (
     (20.0, 20.0, 20.0),
     (20.0, 20.0, 20.0),
     (36.7, 36.7, 36.7),
     (40.0, 40.0, 40.0),     # 2.25: 73.4 (twice Hopper)
 )
+# Channels NCCL runs per channel of its graph: ncclTopoPostset runs each graph channel c as
+# channels c and c + nChannels ("Duplication should be complete now": comm->nChannels =
+# nChannels * 2, src/graph/connect.cc), so a graph channel's figure is two channels' worth.
+RUN_CHANNELS_PER_GRAPH_CHANNEL = 2
 PER_CHANNEL_MAX_TREE_LL128_BW: tuple[tuple[float, float, float], ...] = (
     (20.0, 20.0, 20.0),
     (20.0, 20.0, 20.0),

@@ -286,16 +286,24 @@ def slice_staging(protocol: str, row: int, buffer: float,
     ``recvProxyProgress`` in src/transport/net.cc); LL and LL128 receivers read each line as
     its flag lands. Simple: a slice of ``SLICE_STEPS`` steps, written and read at NCCL's
     per-channel figure for Simple (``perChMaxTreeBw``, its one-node column: as a copy rate
-    an assumption, NCCL uses it as a tree channel's cap); LL128: one step, written at
-    ``perChMaxRingLL128Bw``. LL (32 KiB steps) is not charged: NCCL has no
-    per-channel figure for it (``llMaxBw`` is a GPU's total)."""
+    an assumption, NCCL uses it as a tree channel's cap); LL128: one step, written at an
+    LL128 ring channel's rate (:func:`ring_ll128_channel_rate`). LL (32 KiB steps) is not
+    charged: NCCL has no per-channel figure for it (``llMaxBw`` is a GPU's total)."""
     step = buffer / C.NCCL_STEPS
     if protocol == "Simple":
         per_byte = 1 / (C.PER_CHANNEL_MAX_TREE_BW[row][0] * GB)
         return step * C.SLICE_STEPS, per_byte, (2 if unpack else 1) * per_byte
     if protocol == "LL128":
-        return step, 1 / (C.PER_CHANNEL_MAX_RING_LL128_BW[row][0] * GB), 0.0
+        return step, 1 / ring_ll128_channel_rate(row, 0), 0.0
     return 0.0, 0.0, 0.0
+
+
+def ring_ll128_channel_rate(row: int, column: int) -> float:
+    """Payload B/s one channel of an LL128 ring moves at most: NCCL's ``perChMaxRingLL128Bw``
+    is its model's figure for a channel of the ring graph (busbw at most graph channels x
+    the figure), and NCCL runs each graph channel as two channels
+    (:data:`~collsim.nccl.constants.RUN_CHANNELS_PER_GRAPH_CHANNEL`), so each gets half."""
+    return C.PER_CHANNEL_MAX_RING_LL128_BW[row][column] * GB / C.RUN_CHANNELS_PER_GRAPH_CHANNEL
 
 
 def p2p_slices(model: CostModel, chunk: int) -> CostModel:
@@ -372,7 +380,7 @@ def _caps(figures: NcclFigures, row: int, column: int, nodes: int, family: str,
         if protocol == "LL":
             return None, ll_max
         if protocol == "LL128":
-            return C.PER_CHANNEL_MAX_RING_LL128_BW[row][column] * GB, None
+            return ring_ll128_channel_rate(row, column), None
         return None, None
     if family == "nccl_tree":
         tree = C.PER_CHANNEL_MAX_TREE_BW[row][column] * GB
