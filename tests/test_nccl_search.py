@@ -3,6 +3,8 @@ worked by hand from the speed arrays and link figures, and other machine shapes.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 
@@ -239,6 +241,26 @@ def test_tree_patterns():
     assert tree_pattern(NcclSystem(arch=70, gpus_per_node=8, nvlink_links=6)) == "SPLIT_TREE"
 
 
+def test_nvls_copies_ring_and_tree_channels_up_on_nccl_2_20_to_2_27_only():
+    # 2 nodes x 4 H100 on an NVSwitch, one 400 Gb/s NIC a node: the ring shares the NIC's
+    # path of 48 GB/s as 2 x 24; postset doubles to 4, and no SM90 x2 (bwIntra 24 <= 45).
+    # NVLS (4 GPUs > 2): 16 channels on SM90. NCCL 2.20.3-2.27.7 copy ring/tree up to 16
+    # (ncclTopoPostset's copyChannels); 2.19.4, 2.28.3 on and the modelled 2.30.7 keep 4.
+    four = NcclSystem(arch=90, nodes=2, gpus_per_node=4, nvlink_links=18, nvls=True,
+                      pcie_bandwidth=48, nics_per_node=1, nic_bandwidth=50)
+    assert (search(four).ring.channels, search(four).nvls_channels) == (2, 16)
+    channels = {v: search(replace(four, version=v)).channels
+                for v in ((2, 19, 4), (2, 20, 3), (2, 27, 3), (2, 27, 7), (2, 28, 3), (2, 29, 2))}
+    assert channels == {(2, 19, 4): 4, (2, 20, 3): 16, (2, 27, 3): 16, (2, 27, 7): 16,
+                        (2, 28, 3): 4, (2, 29, 2): 4}
+    assert search(four).channels == 4  # unset: the modelled release, 2.30.7
+    # 2 x 2 GPUs: NVLS needs more than 2 GPUs a node, so no release copies anything: 4 on each
+    two = replace(four, gpus_per_node=2)
+    for version in ((2, 27, 3), (2, 29, 2)):
+        assert search(replace(two, version=version)).channels == search(two).channels == 4
+        assert search(replace(two, version=version)).nvls_channels == 0
+
+
 def test_channel_settings_clamp_the_runtime_channels():
     assert search(NcclSystem(arch=80, gpus_per_node=8, nvlink_links=12,
                              max_channels=8)).channels == 8
@@ -267,7 +289,10 @@ def test_graphs_are_consistent_on_any_machine(system):
     assert 1 <= g.ring.channels <= 32
     assert g.tree.channels == g.ring.channels  # the tree search must match the ring's count
     assert 1 <= g.channels <= 64
-    assert g.nvls_channels <= g.channels
+    # the releases that copy ring/tree channels up to NVLS's run max(the modelled count, NVLS's)
+    copied = search(replace(system, version=(2, 27, 3)))
+    assert copied.channels == max(g.channels, g.nvls_channels)
+    assert search(replace(system, version=(2, 19, 4))).channels == g.channels
     assert (g.nvls is not None) <= system.nvls_capable
     if g.nvls is not None:
         assert 1 <= g.nvls.channels <= min(32, system.gpus_per_node)

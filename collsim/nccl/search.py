@@ -37,6 +37,7 @@ from functools import lru_cache
 
 from collsim.nccl import constants as C
 from collsim.nccl.system import NcclSystem
+from collsim.nccl.versions import copies_rings_to_nvls
 
 _ROUNDING = 1e-6  # NCCL subtracts bandwidths rounded to 1e-3; floors here tolerate float error
 
@@ -72,7 +73,8 @@ class Graphs:
     collnet_direct: Graph | None
     collnet_chain: Graph | None
     channels: int
-    """comm.nChannels: ring/tree channels after ncclTopoPostset (and NVLS copy-up)."""
+    """comm.nChannels: ring/tree channels after ncclTopoPostset (raised to NVLS's on the
+    releases that copy them up)."""
     nvls_channels: int
     """Channels an NVLS or NVLSTree call runs on; 0 without an NVLS graph."""
 
@@ -109,7 +111,8 @@ def search(system: NcclSystem) -> Graphs:
     nvls_channels = 0
     if nvls is not None:
         nvls_channels = system.nvls_channels or default_nvls_channels(system)
-        channels = max(channels, nvls_channels)
+        if copies_rings_to_nvls(system.version):  # NCCL 2.20.3 to 2.27.x (collsim.nccl.versions)
+            channels = max(channels, nvls_channels)
     return Graphs(ring, tree, nvls, collnet_direct, collnet_chain, channels, nvls_channels)
 
 

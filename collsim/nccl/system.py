@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from collsim.errors import InputError
 from collsim.hardware.nccl_names import CPUS, NIC_PATHS
 from collsim.nccl import constants as C
+from collsim.nccl.versions import MODELLED, Version
 
 GPU_LINKS = ("nvswitch", "nvlink", "pcie")
 
@@ -101,6 +102,9 @@ class NcclSystem:
     """NCCL's choice rates its tree's (``nccl_tree``) bandwidth at this multiple of the model's:
     where a machine's NCCL (its version's tree search and tuning) takes the tree at sizes the
     model gives the ring, as a calibration measures it (``nccl.tree_rating``). 1: the model's."""
+    version: Version = MODELLED
+    """The NCCL release the machine runs (``nccl.version``): the behaviours collsim follows by
+    release (collsim.nccl.versions) take it; the rest is the modelled release's."""
 
     def __post_init__(self) -> None:
         problems = [
