@@ -50,3 +50,57 @@ def copies_rings_to_nvls(version: Version) -> bool:
     is on (2.20.3 up to, not including, 2.28.3)."""
     low, high = _RING_COPY_UP
     return low <= version < high
+
+
+# NVLS channels by default (src/transport/nvls.cc): NCCL_NVLS_NCHANNELS 16 for every GPU up to
+# v2.24.3-1 (line 146); NVLS_NCHANNELS_SM100 32 on SM100 wherever it runs from v2.25.1-1 (lines
+# 144-178) through v2.26.6-1; from v2.27.3-1 24 on one NVLink domain (NVLS_NCHANNELS_SM100_NVL,
+# lines 149-195), 32 across nodes.
+_SM100_NVLS_CHANNELS = (2, 25, 1)
+_SM100_NVLS_ONE_DOMAIN = (2, 27, 3)
+
+
+def sm100_nvls_channels(version: Version, one_domain: bool) -> int:
+    """NVLS's default channel count on SM100 under ``version`` (``one_domain``: the
+    communicator is one NVLink domain)."""
+    if version < _SM100_NVLS_CHANNELS:
+        return 16
+    return 24 if one_domain and version >= _SM100_NVLS_ONE_DOMAIN else 32
+
+
+# ncclTopoPostset's "Use 4 compute channels per search channel to reach peak BW on <8 PPN"
+# (src/graph/connect.cc): absent at v2.17.1-1; from v2.18.1-1 (line 403) on SM90 exactly
+# (minCompCap == 90) while 2 x nChannels <= MAXCHANNELS; from v2.20.3-1 (line 456) while
+# nChannels < 16; from v2.25.1-1 (line 466) on SM90 and later (minCompCap >= 90). MAXCHANNELS is
+# 32 up to v2.24.3-1 and 64 from v2.25.1-1 (src/include/device.h).
+_POSTSET_SM90 = (2, 18, 1)
+_POSTSET_SM90_BELOW_16 = (2, 20, 3)
+_SM100_AND_64_CHANNELS = (2, 25, 1)
+
+
+def max_channels(version: Version) -> int:
+    """NCCL's MAXCHANNELS under ``version``: 32 before 2.25.1, 64 from it."""
+    return 64 if version >= _SM100_AND_64_CHANNELS else 32
+
+
+def doubles_sm90_channels(version: Version, arch: int, channels: int) -> bool:
+    """Whether ncclTopoPostset doubles ``channels`` across nodes of ``arch`` GPUs whose rings
+    run faster than 45 GB/s a channel, under ``version``."""
+    if version < _POSTSET_SM90:
+        return False
+    if arch != 90 and not (arch > 90 and version >= _SM100_AND_64_CHANNELS):
+        return False
+    if version < _POSTSET_SM90_BELOW_16:
+        return 2 * channels <= max_channels(version)
+    return channels < 16
+
+
+# ncclTopoPostset doubles the channels of an unpack network (GPUDirect-TCPX) across nodes
+# below 16 ("Double the number of channels when using unpack networking", src/graph/connect.cc)
+# from v2.22.3-1 (line 472); v2.21.5-1 has no such step.
+_UNPACK_DOUBLING = (2, 22, 3)
+
+
+def doubles_unpack_channels(version: Version) -> bool:
+    """Whether ``version`` doubles the channels of an unpack network across nodes."""
+    return version >= _UNPACK_DOUBLING
