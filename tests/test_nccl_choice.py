@@ -5,6 +5,8 @@ code returns seconds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -266,6 +268,14 @@ def test_pat_only_at_one_gpu_per_node_and_only_for_allgather_reducescatter():
     assert "one GPU per node" in reason(h100_cluster(2), "allgather", "pat")
     assert reason(h100_one_per_node(4), "reducescatter", "pat") is None
     assert "no PAT for allreduce" in reason(h100_one_per_node(4), "allreduce", "pat")
+
+
+def test_no_pat_before_nccl_2_23_4():
+    # 16 nodes x 1 H100 at 1 MiB: PAT on 2.23.4 and later (above), the ring before
+    older = replace(h100_one_per_node(16), version=(2, 22, 3))
+    assert "has no PAT (it came with 2.23.4)" in reason(older, "allgather", "pat")
+    assert choose(older, "allgather", MiB).algorithm == "ring"
+    assert choose(replace(older, version=(2, 23, 4)), "allgather", MiB).algorithm == "pat"
 
 
 def test_naming_ll128_lifts_its_default_rule():

@@ -11,6 +11,7 @@ from collsim.nccl.versions import (
     doubles_sm90_channels,
     doubles_unpack_channels,
     format_version,
+    has_pat,
     max_channels,
     parse_version,
     sm100_nvls_channels,
@@ -56,3 +57,7 @@ def test_nvls_channels_maxchannels_and_unpack_by_release():
     assert (max_channels((2, 24, 3)), max_channels((2, 25, 1))) == (32, 64)
     assert (doubles_unpack_channels((2, 21, 5)), doubles_unpack_channels((2, 22, 3))) == \
         (False, True)
+
+
+def test_pat_from_2_23_4():
+    assert (has_pat((2, 22, 3)), has_pat((2, 23, 4)), has_pat(MODELLED)) == (False, True, True)

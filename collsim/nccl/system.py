@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from collsim.errors import InputError
 from collsim.hardware.nccl_names import CPUS, NIC_PATHS
 from collsim.nccl import constants as C
-from collsim.nccl.versions import MODELLED, Version
+from collsim.nccl.versions import MODELLED, Version, has_pat
 
 GPU_LINKS = ("nvswitch", "nvlink", "pcie")
 
@@ -188,8 +188,9 @@ class NcclSystem:
 
     @property
     def pat_on(self) -> bool:
-        """NCCL's ncclPatEnable: SM60+, and (auto) one rank per node."""
-        if self.arch < 60:
+        """NCCL's ncclPatEnable: SM60+, and (auto) one rank per node; no PAT before NCCL
+        2.23.4."""
+        if self.arch < 60 or not has_pat(self.version):
             return False
         if self.pat_enable is not None:
             return self.pat_enable

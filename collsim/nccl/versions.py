@@ -104,3 +104,13 @@ _UNPACK_DOUBLING = (2, 22, 3)
 def doubles_unpack_channels(version: Version) -> bool:
     """Whether ``version`` doubles the channels of an unpack network across nodes."""
     return version >= _UNPACK_DOUBLING
+
+
+# PAT (NCCL_ALGO_PAT, allgather and reducescatter) first appears at v2.23.4-1
+# (src/include/device.h; NCCL_PAT_ENABLE in src/graph/tuning.cc line 108); v2.22.3-1 has none.
+_PAT = (2, 23, 4)
+
+
+def has_pat(version: Version) -> bool:
+    """Whether ``version`` has the PAT algorithm."""
+    return version >= _PAT
