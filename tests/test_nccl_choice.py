@@ -347,7 +347,8 @@ def test_choice_is_the_minimum_of_the_eligible(system, collective, size):
     seen = [(x.algorithm, x.protocol) for x in c.candidates] + \
         [(r.algorithm, r.protocol) for r in c.refused]
     assert sorted(seen) == sorted(pairs)
-    assert 1 <= c.channels <= search(system).channels
-    if c.algorithm in ("nvls", "nvls_tree"):
+    if c.algorithm in ("nvls", "nvls_tree"):  # their own count, above the rings' on 2.28.3+
         assert c.channels == search(system).nvls_channels
+    else:
+        assert 1 <= c.channels <= search(system).channels
     assert c.threads % 32 == 0 and 96 <= c.threads <= 640

@@ -254,6 +254,8 @@ def test_nvls_copies_ring_and_tree_channels_up_on_nccl_2_20_to_2_27_only():
     assert channels == {(2, 19, 4): 4, (2, 20, 3): 16, (2, 27, 3): 16, (2, 27, 7): 16,
                         (2, 28, 3): 4, (2, 29, 2): 4}
     assert search(four).channels == 4  # unset: the modelled release, 2.30.7
+    assert search(replace(four, version=(2, 27, 3))).raised_to_nvls
+    assert not search(four).raised_to_nvls
     # 2 x 2 GPUs: NVLS needs more than 2 GPUs a node, so no release copies anything: 4 on each
     two = replace(four, gpus_per_node=2)
     for version in ((2, 27, 3), (2, 29, 2)):

@@ -53,6 +53,8 @@ def test_the_nccl_release_and_its_copy_up_of_ring_channels(capsys):
     assert "  release       2.27.3 (nccl.version; the rest follows 2.30.7)" in out
     assert ("channels      16 at run time, NVLS 16 (ring and tree raised to NVLS's, as NCCL "
             "2.20.3 to 2.27 do)") in out
+    assert "raised" not in show(capsys, "h100-cluster", "--set", "nodes=2",
+                                "--set", "nccl.version=2.27.3")  # 16 already: nothing raised
     out = show(capsys, *one_nic, "--set", "nccl.version=2.29.2")
     assert "channels      4 at run time, NVLS 16\n" in out + "\n"
 

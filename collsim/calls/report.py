@@ -19,7 +19,7 @@ from collsim.nccl.search import Graph, Graphs, search
 from collsim.nccl.shm import p2p_level, shm_share, stages_through_host
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import SIMPLE_ONLY, TREE_FAMILIES
-from collsim.nccl.versions import MODELLED, copies_rings_to_nvls, format_version
+from collsim.nccl.versions import MODELLED, format_version
 from collsim.units import format_size
 
 
@@ -106,7 +106,7 @@ def format_nccl(topology: Topology) -> str | None:
         lines.append(f"  nvls          {graphs.nvls.channels} heads, "
                      f"{graphs.nvls.bw_intra:g} intra / {graphs.nvls.bw_inter:g} inter")
     nvls = f", NVLS {graphs.nvls_channels}" if graphs.nvls_channels else ""
-    if graphs.nvls_channels and copies_rings_to_nvls(system.version):
+    if graphs.raised_to_nvls:
         nvls += " (ring and tree raised to NVLS's, as NCCL 2.20.3 to 2.27 do)"
     lines.append(f"  channels      {graphs.channels} at run time{nvls}")
     lines += choice_lines(system)

@@ -83,6 +83,8 @@ class Graphs:
     releases that copy them up)."""
     nvls_channels: int
     """Channels an NVLS or NVLSTree call runs on; 0 without an NVLS graph."""
+    raised_to_nvls: bool = False
+    """``channels`` is NVLS's count, raised from a lower one (NCCL 2.20.3 to 2.27.7)."""
 
     def of(self, algorithm: str) -> Graph | None:
         """The graph whose figures NCCL's model uses for ``algorithm`` (init.cc's graph table:
@@ -114,12 +116,13 @@ def search(system: NcclSystem) -> Graphs:
         collnet_chain = _search(system, "TREE", _ring_fit(system), ring.channels, ring.channels,
                                 fallback=False)
     channels = _runtime_channels(system, ring, tree, collnet_chain)
-    nvls_channels = 0
+    nvls_channels, raised = 0, False
     if nvls is not None:
         nvls_channels = system.nvls_channels or default_nvls_channels(system)
-        if copies_rings_to_nvls(system.version):  # NCCL 2.20.3 to 2.27.x (collsim.nccl.versions)
-            channels = max(channels, nvls_channels)
-    return Graphs(ring, tree, nvls, collnet_direct, collnet_chain, channels, nvls_channels)
+        if copies_rings_to_nvls(system.version) and channels < nvls_channels:
+            channels, raised = nvls_channels, True  # NCCL 2.20.3 to 2.27.7
+    return Graphs(ring, tree, nvls, collnet_direct, collnet_chain, channels, nvls_channels,
+                  raised)
 
 
 def nvls_heads(gpus_per_node: int) -> int:
