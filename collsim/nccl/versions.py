@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from collsim.nccl import constants as C
+
 Version = tuple[int, int, int]
 
 MODELLED: Version = (2, 30, 7)
@@ -64,8 +66,10 @@ def sm100_nvls_channels(version: Version, one_domain: bool) -> int:
     """NVLS's default channel count on SM100 under ``version`` (``one_domain``: the
     communicator is one NVLink domain)."""
     if version < _SM100_NVLS_CHANNELS:
-        return 16
-    return 24 if one_domain and version >= _SM100_NVLS_ONE_DOMAIN else 32
+        return C.NVLS_CHANNELS_SM90
+    if one_domain and version >= _SM100_NVLS_ONE_DOMAIN:
+        return C.NVLS_CHANNELS_SM100_NVL
+    return C.NVLS_CHANNELS_SM100
 
 
 # ncclTopoPostset's "Use 4 compute channels per search channel to reach peak BW on <8 PPN"
@@ -80,7 +84,7 @@ _SM100_AND_64_CHANNELS = (2, 25, 1)
 
 def max_channels(version: Version) -> int:
     """NCCL's MAXCHANNELS under ``version``: 32 before 2.25.1, 64 from it."""
-    return 64 if version >= _SM100_AND_64_CHANNELS else 32
+    return C.MAX_CHANNELS if version >= _SM100_AND_64_CHANNELS else C.MAX_CHANNELS // 2
 
 
 def doubles_sm90_channels(version: Version, arch: int, channels: int) -> bool:
@@ -92,7 +96,7 @@ def doubles_sm90_channels(version: Version, arch: int, channels: int) -> bool:
         return False
     if version < _POSTSET_SM90_BELOW_16:
         return 2 * channels <= max_channels(version)
-    return channels < 16
+    return channels < C.POSTSET_SM90_MAX_CHANNELS
 
 
 # ncclTopoPostset doubles the channels of an unpack network (GPUDirect-TCPX) across nodes
