@@ -4,7 +4,8 @@ rows of 1 MiB and more, for
 
   (a) auto:        the preset as shipped, NCCL's pick (collsim.calibrate.predict) under the
                    run's environment: its NCCL_ALGO where the source says one was set (rows.csv
-                   names that algorithm in `forced`);
+                   names that algorithm in `forced`), and its NCCL release (`nccl.version`)
+                   where the source names one (validation/measurements.csv `nccl_version`);
   (b) calibrated:  leave-one-out: calibrate the preset on every other size of the run
                    (collsim.calibrate.fit), predict the held-out sizes; both halves; runs
                    of up to 32 GPUs (--max-ranks), those over 8 in fewer steps (LARGE_*);
@@ -289,6 +290,8 @@ def load_runs() -> tuple[list[RunSpec], list[str]]:
         overrides = dict(mapped[1])
         if algorithm in NCCL_ALGO_OF:
             overrides.setdefault("nccl.environment.NCCL_ALGO", NCCL_ALGO_OF[algorithm])
+        if first["nccl_version"]:  # the release the source names; unset: the modelled one
+            overrides.setdefault("nccl.version", first["nccl_version"])
         runs.append(RunSpec(run_id, mapped[0], overrides, int(first["nodes"]),
                             int(first["gpus_per_node"]), first["collective"],
                             algorithm, [timed[s] for s in sorted(timed)],

@@ -14,11 +14,12 @@ import pytest
 
 from collsim.calibrate.cases import case_from_run
 from collsim.calibrate.figures import FIGURES, apply, step_latency
-from collsim.calibrate.fit import calibrate
+from collsim.calibrate.fit import Calibration, calibrate
 from collsim.calibrate.predict import predict, with_figures
+from collsim.calibrate.writer import calibrated_yaml
 from collsim.cli import main
 from collsim.collectives import COLLECTIVES
-from collsim.hardware.loader import load_topology
+from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.shipped import resolve_topology
 from collsim.nccltests import format_runs, read_logs, run_from_results
 
@@ -235,3 +236,12 @@ def test_a_log_from_another_gpu_family_than_the_preset_is_warned_about(capsys, p
     case_from_run(run, resolve_topology(preset))
     err = capsys.readouterr().err
     assert ("the log ran on NVIDIA H100" in err) is warned
+
+
+def test_a_calibrated_file_keeps_the_machines_nccl_release():
+    preset = resolve_topology("h100-cluster")
+    figures = load_topology(preset, {"nccl.version": "2.27.3"}).machine.nccl
+    text = calibrated_yaml(preset.read_text(), "h100-cluster", "cal",
+                           Calibration((), figures, (), 0), [])
+    assert '  version: "2.27.3"' in text.splitlines()
+    assert topology_from_text(text).machine.nccl.version == (2, 27, 3)

@@ -199,10 +199,29 @@ def test_the_p2p_paths_reach_of_a_nic_is_its_own_and_else_the_rings():
     (NODE, {"nccl.protocols.LL128.channel_cap": "1e20GB/s"},
      "nccl.protocols.LL128.channel_cap", "between 1 KB/s and 1000 TB/s"),
     (CLUSTER, {"node.nccl": {"launch": "1us", "cpu": "intel"}}, "node.nccl", "unknown key"),
+    (NODE, {"nccl.version": 2.27}, "nccl.version", "expected MAJOR.MINOR.PATCH"),
+    (NODE, {"nccl.version": "2.27.x"}, "nccl.version", "quoted in YAML"),
+    (NODE, {"nccl.version": "3.0.1"}, "nccl.version", "NCCL 2.x releases"),
 ])
 def test_bad_declarations_are_refused_at_their_key(text, overrides, key, expected):
     error = refused(text, overrides)
     assert error.key == key and expected in error.message, str(error)
+
+
+def test_the_nccl_release_is_read_in_nccls_and_its_tags_form():
+    assert topology_from_text(NODE).machine.nccl.version is None  # the modelled release
+    for text in ("2.27.3", "2.27.3-1"):
+        node = topology_from_text(NODE, {"nccl.version": text})
+        assert node.machine.nccl.version == (2, 27, 3)
+
+
+def test_a_bad_nccl_release_on_the_command_line_exits_2_naming_the_key(capsys, tmp_path):
+    (tmp_path / "n.yaml").write_text(NODE)
+    status = main(["topo", "show", str(tmp_path / "n.yaml"), "--set", "nccl.version=2.27",
+                   "--no-bisection"])
+    err = capsys.readouterr().err
+    assert status == 2 and "nccl.version" in err and "MAJOR.MINOR.PATCH" in err
+    assert "Traceback" not in err
 
 
 def test_a_bad_declaration_in_the_file_is_reported_at_its_line():

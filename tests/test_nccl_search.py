@@ -3,6 +3,8 @@ worked by hand from the speed arrays and link figures, and other machine shapes.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 
@@ -239,6 +241,63 @@ def test_tree_patterns():
     assert tree_pattern(NcclSystem(arch=70, gpus_per_node=8, nvlink_links=6)) == "SPLIT_TREE"
 
 
+def test_nvls_copies_ring_and_tree_channels_up_on_nccl_2_20_to_2_27_only():
+    # 2 nodes x 4 H100 on an NVSwitch, one 400 Gb/s NIC a node: the ring shares the NIC's
+    # path of 48 GB/s as 2 x 24; postset doubles to 4, and no SM90 x2 (bwIntra 24 <= 45).
+    # NVLS (4 GPUs > 2): 16 channels on SM90. NCCL 2.20.3-2.27.7 copy ring/tree up to 16
+    # (ncclTopoPostset's copyChannels); 2.19.4, 2.28.3 on and the modelled 2.30.7 keep 4.
+    four = NcclSystem(arch=90, nodes=2, gpus_per_node=4, nvlink_links=18, nvls=True,
+                      pcie_bandwidth=48, nics_per_node=1, nic_bandwidth=50)
+    assert (search(four).ring.channels, search(four).nvls_channels) == (2, 16)
+    channels = {v: search(replace(four, version=v)).channels
+                for v in ((2, 19, 4), (2, 20, 3), (2, 27, 3), (2, 27, 7), (2, 28, 3), (2, 29, 2))}
+    assert channels == {(2, 19, 4): 4, (2, 20, 3): 16, (2, 27, 3): 16, (2, 27, 7): 16,
+                        (2, 28, 3): 4, (2, 29, 2): 4}
+    assert search(four).channels == 4  # unset: the modelled release, 2.30.7
+    assert search(replace(four, version=(2, 27, 3))).raised_to_nvls
+    assert not search(four).raised_to_nvls
+    # 2 x 2 GPUs: NVLS needs more than 2 GPUs a node, so no release copies anything: 4 on each
+    two = replace(four, gpus_per_node=2)
+    for version in ((2, 27, 3), (2, 29, 2)):
+        assert search(replace(two, version=version)).channels == search(two).channels == 4
+        assert search(replace(two, version=version)).nvls_channels == 0
+
+
+def test_the_sm90_doubling_across_nodes_follows_the_release():
+    # 2 x 8 H100, 8 NICs: ring 8 x 48, postset 16. The SM90 rule (ring bwIntra 48 > 45) doubles
+    # while 2 x 16 <= MAXCHANNELS (32) on 2.18.1-2.19.4 -> 32; from 2.20.3 only below 16 -> 16;
+    # 2.17.1 has no such rule -> 16.
+    cluster = h100_cluster(2)
+    channels = {v: search(replace(cluster, version=v)).channels
+                for v in ((2, 17, 1), (2, 18, 5), (2, 19, 4), (2, 20, 3), (2, 27, 3))}
+    assert channels == {(2, 17, 1): 16, (2, 18, 5): 32, (2, 19, 4): 32, (2, 20, 3): 16,
+                        (2, 27, 3): 16}
+
+
+def test_sm100_nvls_channels_follow_the_release():
+    # DGX B200, one NVLink domain: NCCL_NVLS_NCHANNELS 16 up to 2.24, 32 on SM100 in 2.25-2.26,
+    # 24 on one domain from 2.27.3; ring/tree stay 2 x 16 = 32 (never below NVLS's).
+    nvls = {v: search(replace(DGX_B200, version=v)).nvls_channels
+            for v in ((2, 24, 3), (2, 25, 1), (2, 26, 6), (2, 27, 3), (2, 30, 7))}
+    assert nvls == {(2, 24, 3): 16, (2, 25, 1): 32, (2, 26, 6): 32, (2, 27, 3): 24,
+                    (2, 30, 7): 24}
+    assert {search(replace(DGX_B200, version=v)).channels for v in nvls} == {32}
+
+
+def test_maxchannels_was_32_before_2_25():
+    a100 = NcclSystem(arch=80, gpus_per_node=8, nvlink_links=12, min_channels=40)
+    assert search(replace(a100, version=(2, 24, 3))).channels == 32
+    assert search(replace(a100, version=(2, 25, 1))).channels == 40
+
+
+def test_an_unpack_network_doubles_its_channels_from_2_22_3():
+    # 2 x 8 H100, 2 NICs of 200 Gb/s: ring 2 x 24 -> postset 4 (no SM90 x2: 24 <= 45); the
+    # unpack step (GPUDirect-TCPX) doubles below 16 from 2.22.3 only.
+    tcpx = replace(h100_cluster(2, nics=2, nic_bandwidth=25), net_unpack=True, nvls=False)
+    assert search(replace(tcpx, version=(2, 21, 5))).channels == 4
+    assert search(replace(tcpx, version=(2, 22, 3))).channels == 8
+
+
 def test_channel_settings_clamp_the_runtime_channels():
     assert search(NcclSystem(arch=80, gpus_per_node=8, nvlink_links=12,
                              max_channels=8)).channels == 8
@@ -267,7 +326,10 @@ def test_graphs_are_consistent_on_any_machine(system):
     assert 1 <= g.ring.channels <= 32
     assert g.tree.channels == g.ring.channels  # the tree search must match the ring's count
     assert 1 <= g.channels <= 64
-    assert g.nvls_channels <= g.channels
+    # 2.27 differs from 2.30.7 only by copying ring/tree channels up to NVLS's
+    copied = search(replace(system, version=(2, 27, 3)))
+    assert copied.channels == max(g.channels, g.nvls_channels)
+    assert search(replace(system, version=(2, 28, 3))) == g  # as the modelled 2.30.7
     assert (g.nvls is not None) <= system.nvls_capable
     if g.nvls is not None:
         assert 1 <= g.nvls.channels <= min(32, system.gpus_per_node)

@@ -42,7 +42,21 @@ def test_a_dgx_h100(capsys):
                                          "PIX"]
     assert "nvls          8 heads, 40 intra / 60 inter" in out
     assert "channels      24 at run time, NVLS 16" in out
+    assert "  release       2.30.7 (the release collsim models; nccl.version unset)" in out
     assert not re.search(r"nvls_tree|collnet", out)
+
+
+def test_the_nccl_release_and_its_copy_up_of_ring_channels(capsys):
+    # one NIC a node: the ring's 4 channels at run time, raised to NVLS's 16 on NCCL 2.27
+    one_nic = ("h100-cluster", "--set", "nodes=2", "--set", "node.nics.count=1")
+    out = show(capsys, *one_nic, "--set", "nccl.version=2.27.3")
+    assert "  release       2.27.3 (nccl.version; the rest follows 2.30.7)" in out
+    assert ("channels      16 at run time, NVLS 16 (ring and tree raised to NVLS's, as NCCL "
+            "2.20.3 to 2.27 do)") in out
+    assert "raised" not in show(capsys, "h100-cluster", "--set", "nodes=2",
+                                "--set", "nccl.version=2.27.3")  # 16 already: nothing raised
+    out = show(capsys, *one_nic, "--set", "nccl.version=2.29.2")
+    assert "channels      4 at run time, NVLS 16\n" in out + "\n"
 
 
 def test_a_cluster_shows_its_cross_node_figures(capsys):

@@ -16,6 +16,7 @@ from collsim.calibrate.figures import BY_NAME
 from collsim.calibrate.fit import Calibration, Fitted
 from collsim.hardware.machine import LINK_CLASSES, NcclFigures, ProtocolOverride
 from collsim.hardware.nccl_names import ALGORITHMS, PROTOCOLS
+from collsim.nccl.versions import format_version
 
 _TOP_KEY = re.compile(r"^[A-Za-z_][\w-]*\s*:")
 
@@ -115,6 +116,8 @@ def _nccl_block(calibration: Calibration) -> list[str]:
     out = ["nccl:", f"  launch: {_time(figures.launch)}{note('launch')}",
            f"  cpu: {figures.cpu}", f"  nvls: {str(figures.nvls).lower()}",
            f"  sharp: {str(figures.sharp).lower()}"]
+    if figures.version is not None:
+        out.append(f'  version: "{format_version(figures.version)}"')
     if figures.nic_path is not None:
         out.append(f"  nic_path: {figures.nic_path}")
     if figures.pick_scale is not None:

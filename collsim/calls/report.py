@@ -19,6 +19,7 @@ from collsim.nccl.search import Graph, Graphs, search
 from collsim.nccl.shm import p2p_level, shm_share, stages_through_host
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import SIMPLE_ONLY, TREE_FAMILIES
+from collsim.nccl.versions import MODELLED, format_version
 from collsim.units import format_size
 
 
@@ -28,6 +29,13 @@ def _us(seconds: float) -> str:
 
 def _gbps(bandwidth: float | None) -> str:
     return "-" if bandwidth is None else f"{bandwidth / 1e9:g} GB/s"
+
+
+def _release(version: tuple[int, int, int] | None) -> str:
+    """The NCCL release line: the file's ``nccl.version``, or the modelled release."""
+    if version is None:
+        return f"{format_version(MODELLED)} (the release collsim models; nccl.version unset)"
+    return f"{format_version(version)} (nccl.version; the rest follows {format_version(MODELLED)})"
 
 
 def format_nccl(topology: Topology) -> str | None:
@@ -45,6 +53,7 @@ def format_nccl(topology: Topology) -> str | None:
              f"NVLS {yes[figures.nvls]}, SHARP {yes[figures.sharp]}"
              + (f", net plugin latency {_us(figures.net_latency)}" if figures.net_latency
                 else ""),
+             f"  release       {_release(figures.version)}",
              f"  {'class':<10}{'line rate':<14}reachable"]
     for link_class in LINK_CLASSES:
         reached = figures.reached(link_class)
@@ -97,6 +106,8 @@ def format_nccl(topology: Topology) -> str | None:
         lines.append(f"  nvls          {graphs.nvls.channels} heads, "
                      f"{graphs.nvls.bw_intra:g} intra / {graphs.nvls.bw_inter:g} inter")
     nvls = f", NVLS {graphs.nvls_channels}" if graphs.nvls_channels else ""
+    if graphs.raised_to_nvls:
+        nvls += " (ring and tree raised to NVLS's, as NCCL 2.20.3 to 2.27 do)"
     lines.append(f"  channels      {graphs.channels} at run time{nvls}")
     lines += choice_lines(system)
     return "\n".join(lines)

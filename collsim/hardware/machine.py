@@ -78,6 +78,8 @@ class NcclFigures:
     NCCL_MIN_NCHANNELS, NCCL_NVLS_CHUNKSIZE, NCCL_NVLSTREE_MAX_CHUNKSIZE, NCCL_BUFFSIZE,
     NCCL_NET_FORCE_FLUSH as integers), which restrict NCCL's choice on it, size its chunks and
     buffers and decide whether it flushes network receives on Hopper and later.
+    ``version``: the NCCL release the machine runs (``nccl.version``, as (2, 27, 3)); None: the
+    release collsim models (collsim.nccl.versions.MODELLED).
     """
 
     launch: float
@@ -99,6 +101,7 @@ class NcclFigures:
     shm_reachable: float | None = None
     p2p_reachable: float | None = None
     environment: Mapping[str, str | int] = field(default_factory=dict)
+    version: tuple[int, int, int] | None = None
 
     def reached(self, link_class: str) -> float | None:
         """Bytes/s NCCL reaches on the class's reference link; None if the machine has none."""

@@ -21,6 +21,7 @@ from collsim.hardware.cluster import ClusterTopology
 from collsim.hardware.topology import Topology
 from collsim.hardware.transports import is_unpack_device
 from collsim.nccl.system import NcclSystem
+from collsim.nccl.versions import MODELLED
 
 GB = 1e9
 # One NVLink's line rate per direction by architecture (docs/hardware.md#nvlink: A100 12 x 25 =
@@ -61,6 +62,7 @@ def nccl_system(topology: Topology, gpus: Sequence[int] | None = None,
         "min_channels": environment.get("NCCL_MIN_NCHANNELS"),
         "algorithms_enabled": environment.get("NCCL_ALGO"),
         "protocols_enabled": environment.get("NCCL_PROTO"),
+        "version": figures.version or MODELLED,
     }
     if spec.kind == "nvswitch":
         system["nvlink_links"] = nvlinks_per_gpu(topology)

@@ -23,6 +23,7 @@ from collsim.hardware.nccl_names import (
 from collsim.nccl import constants as C
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import SIMPLE_ONLY, Model, call_terms, model, serves
+from collsim.nccl.versions import format_version, has_pat
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,8 @@ def refusal(m: Model, collective: str, algorithm: str, protocol: str, *,
         reason = _collnet_refusal(m, collective, algorithm)
         if reason:
             return reason
+    if algorithm == "pat" and not has_pat(system.version):
+        return f"NCCL {format_version(system.version)} has no PAT (it came with 2.23.4)"
     if algorithm == "pat" and not system.pat_on:
         return ("PAT needs SM60+ and, by default (NCCL_PAT_ENABLE auto), one GPU per node"
                 if system.pat_enable is None else "PAT disabled (NCCL_PAT_ENABLE=0)")

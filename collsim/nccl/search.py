@@ -37,6 +37,13 @@ from functools import lru_cache
 
 from collsim.nccl import constants as C
 from collsim.nccl.system import NcclSystem
+from collsim.nccl.versions import (
+    copies_rings_to_nvls,
+    doubles_sm90_channels,
+    doubles_unpack_channels,
+    max_channels,
+    sm100_nvls_channels,
+)
 
 _ROUNDING = 1e-6  # NCCL subtracts bandwidths rounded to 1e-3; floors here tolerate float error
 
@@ -72,9 +79,12 @@ class Graphs:
     collnet_direct: Graph | None
     collnet_chain: Graph | None
     channels: int
-    """comm.nChannels: ring/tree channels after ncclTopoPostset (and NVLS copy-up)."""
+    """comm.nChannels: ring/tree channels after ncclTopoPostset (raised to NVLS's on the
+    releases that copy them up)."""
     nvls_channels: int
     """Channels an NVLS or NVLSTree call runs on; 0 without an NVLS graph."""
+    raised_to_nvls: bool = False
+    """``channels`` is NVLS's count, raised from a lower one (NCCL 2.20.3 to 2.27.7)."""
 
     def of(self, algorithm: str) -> Graph | None:
         """The graph whose figures NCCL's model uses for ``algorithm`` (init.cc's graph table:
@@ -106,11 +116,13 @@ def search(system: NcclSystem) -> Graphs:
         collnet_chain = _search(system, "TREE", _ring_fit(system), ring.channels, ring.channels,
                                 fallback=False)
     channels = _runtime_channels(system, ring, tree, collnet_chain)
-    nvls_channels = 0
+    nvls_channels, raised = 0, False
     if nvls is not None:
         nvls_channels = system.nvls_channels or default_nvls_channels(system)
-        channels = max(channels, nvls_channels)
-    return Graphs(ring, tree, nvls, collnet_direct, collnet_chain, channels, nvls_channels)
+        if copies_rings_to_nvls(system.version) and channels < nvls_channels:
+            channels, raised = nvls_channels, True  # NCCL 2.20.3 to 2.27.7
+    return Graphs(ring, tree, nvls, collnet_direct, collnet_chain, channels, nvls_channels,
+                  raised)
 
 
 def nvls_heads(gpus_per_node: int) -> int:
@@ -121,10 +133,11 @@ def nvls_heads(gpus_per_node: int) -> int:
 
 def default_nvls_channels(system: NcclSystem) -> int:
     """NCCL's NVLS channel count (``ncclNvlsTuning`` before its SM100 NVLSTree tuning of 2.30):
-    16 before SM100; from SM100 24 on one NVLink domain, 32 across nodes."""
+    16 before SM100; from SM100 24 on one NVLink domain, 32 across nodes (as the machine's
+    release has it: collsim.nccl.versions)."""
     if system.arch < 100:
         return C.NVLS_CHANNELS_SM90
-    return C.NVLS_CHANNELS_SM100_NVL if system.nodes == 1 else C.NVLS_CHANNELS_SM100
+    return sm100_nvls_channels(system.version, one_domain=system.nodes == 1)
 
 
 def tree_pattern(system: NcclSystem) -> str:
@@ -354,17 +367,20 @@ def _runtime_channels(system: NcclSystem, ring: Graph, tree: Graph,
     """comm.nChannels after ncclTopoPostset: doubled (each channel's copy runs the other tree of
     the double binary tree), x1.5 for CollNet, x2 more on SM90+ clusters with fast rings, x2
     more across nodes of an unpack network (GPUDirect-TCPX) below 16, then
-    NCCL_MIN/MAX_NCHANNELS."""
-    channels = min(C.MAX_CHANNELS, 2 * min(ring.channels, tree.channels))
+    NCCL_MIN/MAX_NCHANNELS; each step as the machine's NCCL release has it
+    (collsim.nccl.versions)."""
+    most = max_channels(system.version)  # MAXCHANNELS: 64, 32 before NCCL 2.25.1
+    channels = min(most, 2 * min(ring.channels, tree.channels))
     if (collnet_chain is not None and collnet_chain.bw_intra > collnet_chain.bw_inter
             and system.gpus_per_node > 1):
-        channels = min(C.MAX_CHANNELS, channels + channels // 2)
-    if (system.arch >= 90 and system.nodes > 1 and ring.bw_intra > C.POSTSET_SM90_MIN_RING_BW
-            and channels < C.POSTSET_SM90_MAX_CHANNELS):
-        channels = min(C.MAX_CHANNELS, 2 * channels)
-    if system.net_unpack and system.nodes > 1 and channels < C.POSTSET_UNPACK_MAX_CHANNELS:
-        channels = min(C.MAX_CHANNELS, 2 * channels)
+        channels = min(most, channels + channels // 2)
+    if (system.nodes > 1 and ring.bw_intra > C.POSTSET_SM90_MIN_RING_BW
+            and doubles_sm90_channels(system.version, system.arch, channels)):
+        channels = min(most, 2 * channels)
+    if (system.net_unpack and system.nodes > 1 and channels < C.POSTSET_UNPACK_MAX_CHANNELS
+            and doubles_unpack_channels(system.version)):
+        channels = min(most, 2 * channels)
     low = system.min_channels or 0
-    high = system.max_channels or C.MAX_CHANNELS
+    high = system.max_channels or most
     channels = min(max(low, high), channels)
-    return min(C.MAX_CHANNELS, max(channels, low))
+    return min(most, max(channels, low))

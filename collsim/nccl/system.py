@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from collsim.errors import InputError
 from collsim.hardware.nccl_names import CPUS, NIC_PATHS
 from collsim.nccl import constants as C
+from collsim.nccl.versions import MODELLED, Version, has_pat
 
 GPU_LINKS = ("nvswitch", "nvlink", "pcie")
 
@@ -101,6 +102,9 @@ class NcclSystem:
     """NCCL's choice rates its tree's (``nccl_tree``) bandwidth at this multiple of the model's:
     where a machine's NCCL (its version's tree search and tuning) takes the tree at sizes the
     model gives the ring, as a calibration measures it (``nccl.tree_rating``). 1: the model's."""
+    version: Version = MODELLED
+    """The NCCL release the machine runs (``nccl.version``): the behaviours collsim follows by
+    release (collsim.nccl.versions) take it; the rest is the modelled release's."""
 
     def __post_init__(self) -> None:
         problems = [
@@ -184,8 +188,9 @@ class NcclSystem:
 
     @property
     def pat_on(self) -> bool:
-        """NCCL's ncclPatEnable: SM60+, and (auto) one rank per node."""
-        if self.arch < 60:
+        """NCCL's ncclPatEnable: SM60+, and (auto) one rank per node; no PAT before NCCL
+        2.23.4."""
+        if self.arch < 60 or not has_pat(self.version):
             return False
         if self.pat_enable is not None:
             return self.pat_enable

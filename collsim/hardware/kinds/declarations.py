@@ -3,6 +3,8 @@ and the reading of ``gpu`` into a :class:`~collsim.hardware.machine.Machine`::
 
     gpu: {model: H100-SXM5-80GB, arch: 90}   # arch = compute capability x 10
     nccl:
+      version: "2.27.3"         # optional: the NCCL release the machine runs (default: the
+                                # one collsim models, 2.30.7; docs/nccl.md#nccl-versions)
       launch: 18us              # per call, before any rank starts
       cpu: intel                # intel | amd | arm
       nvls: true                # the NVSwitch reduces and multicasts (NVLink SHARP)
@@ -70,6 +72,7 @@ from collsim.hardware.nccl_names import (
 )
 from collsim.hardware.nodes import NodeSpec
 from collsim.hardware.transports import transport
+from collsim.nccl.versions import parse_version
 from collsim.schema import QUANTITY, at, quantity
 from collsim.units import parse_bandwidth, parse_time
 from collsim.yamlfile import Document, KeyPath
@@ -106,6 +109,7 @@ _PROTOCOL = {"type": "object",
 NCCL_SCHEMA = {
     "type": "object",
     "properties": {
+        "version": {"type": ["string", "number"]},  # a number is refused with a hint
         "launch": QUANTITY, "cpu": {"enum": list(CPUS)}, "nvls": {"type": "boolean"},
         "sharp": {"type": "boolean"}, "nic_path": {"enum": list(NIC_PATHS)},
         "net_latency": QUANTITY, "p2p_level": {"enum": list(P2P_LEVELS)},
@@ -160,7 +164,18 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
         transport_reach=float(carrier.reachable.value) if carrier else 1.0,
         declared=declared, p2p_level=data.get("p2p_level"), shm_reachable=shm,
         p2p_reachable=p2p,
-        environment=_environment(doc)))
+        environment=_environment(doc), version=_version(doc)))
+
+
+def _version(doc: Document) -> tuple[int, int, int] | None:
+    """``nccl.version``, a release NCCL prints (``2.27.3``); None when the file sets none."""
+    text = at(doc.data, ("nccl", "version"))
+    if text is None:
+        return None
+    try:
+        return parse_version(text)
+    except ValueError as error:
+        raise doc.error(("nccl", "version"), str(error)) from None
 
 
 def _environment(doc: Document) -> dict[str, str | int]:
