@@ -179,7 +179,8 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
     # The issue's servers: "3 servers x 8 A100-SXM4-40GB, 4 HDR IB cards each".
     "a100-3n-hdr-issue119": ("a100-cluster", {"node.nics.count": 4},
                              "4x 200G HDR per node (the issue's servers)"),
-    # The run's repository installs TCPXO plugin image v1.0.3 (startup_script.sh, NCCL 2.21.5)
+    # The run's repository installs TCPXO plugin image v1.0.4 (startup_script_ubuntu.sh, which
+    # its set_envs.sh selects; v1.0.3 for Debian: the same NCCL configs, NCCL 2.21.5)
     # and sources the profile it ships, which sets NCCL_ALGO=Ring,Tree, NCCL_PROTO=Simple and
     # NCCL_NVLS_ENABLE=0 (Google's release notes for that image, container-engine-accelerators
     # gpudirect-tcpxo/README.md); the preset holds today's profile.
@@ -200,6 +201,17 @@ RUN_PRESETS: dict[str, tuple[str, dict, str]] = {
                                     "RoCE (RDMA SHARP plugin) over one shared interface"),
 }
 
+# Runs on their GPU's default preset under NCCL variables their source sets: run ->
+# (overrides, why). CoreWeave's GB200 tables were published (coreweave/nccl-tests@bee97e71,
+# README.md) with job files that set NCCL_NVLS_ENABLE=0 ("per NV ask", commit a736384b) and
+# NCCL_COLLNET_ENABLE=0 (the default); NVLS came back in them only in August 2025 (3042386c).
+RUN_ENVIRONMENT: dict[str, tuple[dict, str]] = {
+    run: ({"nccl.environment.NCCL_NVLS_ENABLE": 0},
+          "NVLS off, as the job files of the commit that publishes the table set it")
+    for run in ("coreweave-gb200-nvl72-1rack-ar", "coreweave-gb200-nvl72-2rack-ar",
+                "coreweave-gb200-nvl72-20rack-ar")
+}
+
 
 def preset_of(row: dict) -> tuple[str, dict] | None:
     """The shipped preset a published machine is simulated on, and its overrides."""
@@ -214,10 +226,11 @@ def preset_of(row: dict) -> tuple[str, dict] | None:
                "A100-SXM4-80GB": "a100-cluster", "A100-SXM4-40GB": "a100-cluster",
                "B200": "b200-cluster", "GB200": "gb200-nvl72-cluster",
                "GB300": "gb300-nvl72-cluster"}
+    environment = dict(RUN_ENVIRONMENT.get(row["run_id"], ({}, ""))[0])
     if nodes == 1 and model in single:
-        return single[model], ({"gpus": per_node} if model.startswith("L40S") else {})
+        return single[model], ({"gpus": per_node} if model.startswith("L40S") else {}) | environment
     if nodes > 1 and model in cluster:
-        return cluster[model], {}
+        return cluster[model], environment
     return None
 
 

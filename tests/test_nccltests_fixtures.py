@@ -93,7 +93,7 @@ LOGS = [
 SOURCES = [
     ("aws-p4de-2n-ar.txt", "allreduce", None, 16, 29, 8, 2 << 30, 78.33),
     ("aws-p5-2n-ar.txt", "allreduce", None, 16, 32, 8, 16 << 30, 487.09),
-    ("aws-p5-2n-eks-nccl2185-ar.txt", "allreduce", None, 16, 7, 0, 2 << 30, 437.79),
+    ("aws-p5-2n-eks-nccl2185-ar.txt", "allreduce", None, 16, 32, 0, 2 << 30, 437.79),
     ("coreweave-gb200-nvl72-1rack-ar.txt", "allreduce", 72, 72, 5, 512 << 20, 8 << 30, 834.57),
     ("coreweave-gb200-nvl72-2rack-ar.txt", "allreduce", 144, 128, 6, 512 << 20, 16 << 30,
      810.41),

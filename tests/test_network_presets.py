@@ -198,6 +198,29 @@ def test_fidelitys_run_table_names_published_runs_and_shipped_presets():
         assert fidelity.undescribed_network(row) == ""
 
 
+def test_runs_whose_source_turns_nvls_off_are_simulated_without_it():
+    """fidelity.py's RUN_ENVIRONMENT: each run is recorded with the variables it applies
+    (validation/runs.csv algo_proto), keeps its GPU's default preset, and with NVLS off NCCL
+    picks neither NVLS nor NVLSTree for it, where the same preset alone picks one
+    (docs/misses.md#provenance)."""
+    fidelity, runs = _fidelity_and_runs()
+    assert fidelity.RUN_ENVIRONMENT
+    for run, (overrides, why) in fidelity.RUN_ENVIRONMENT.items():
+        row = runs[run]
+        assert why and run not in fidelity.RUN_PRESETS
+        for key, value in overrides.items():
+            assert f"{key.rsplit('.', 1)[-1]}={value}" in row["algo_proto"]
+        name, applied = fidelity.preset_of(row)
+        assert overrides.items() <= applied.items()
+        nodes = int(row["nodes"])
+        extra = {"nodes": nodes} if nodes > 1 else {}
+        size = 1 << 30
+        off = nccl_system(preset(name, **extra, **applied))
+        on = nccl_system(preset(name, **extra))
+        assert choose(off, "allreduce", size).algorithm not in ("nvls", "nvls_tree")
+        assert choose(on, "allreduce", size).algorithm in ("nvls", "nvls_tree")
+
+
 def test_the_p5_runs_run_nvlstree_from_their_own_nccls_simple_step():
     """Both published p5 runs ran NVLS (docs/misses.md#efa-nvls): their overrides keep it on,
     NCCL picks NVLSTree from 64 MiB, and its chunk starts at the run's Simple step
