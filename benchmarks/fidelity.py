@@ -351,6 +351,7 @@ def source_stamp() -> str:
                         MEASUREMENTS]):
         digest.update(path.read_bytes())
     digest.update(repr(sorted(RUN_PRESETS.items())).encode())
+    digest.update(repr(sorted(RUN_ENVIRONMENT.items())).encode())
     return digest.hexdigest()[:16]
 
 
