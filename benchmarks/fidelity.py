@@ -59,6 +59,12 @@ OUT = ROOT / "plots" / "fidelity"
 CACHE = ROOT / ".cache" / "fidelity.json"
 MIN_SIZE = 2**20
 MAX_SIM_RANKS = 128  # larger runs take minutes per point to simulate: left out, and said so
+# Runs whose simulation as recorded is too slow for this table, left out and said so: the full
+# engine's time, not the error, decides (docs/misses.md#provenance).
+TOO_SLOW = {"coreweave-gb200-nvl72-2rack-ar":
+            "a ring on 128 GPUs whose channels share NICs, which the event engine times "
+            "message by message: 75 s at 512 MiB alone, twice that for each size doubled "
+            "up to 16 GiB"}
 # Leave-one-out fits on runs of more than 8 GPUs: fewer steps, the sizes up to 1 GiB (the
 # larger ones, all bandwidth-bound, take most of the simulation time and add little), and no
 # search for NCCL's switch sizes (pick_scale: each candidate is a fit of its own).
@@ -289,6 +295,9 @@ def load_runs() -> tuple[list[RunSpec], list[str]]:
             continue
         if int(first["gpus"]) > MAX_SIM_RANKS:
             skipped.append(f"{run_id}: {first['gpus']} GPUs, above {MAX_SIM_RANKS}")
+            continue
+        if run_id in TOO_SLOW:
+            skipped.append(f"{run_id}: {TOO_SLOW[run_id]}")
             continue
         placements = {r["in_place"] for r in rows}
         keep = "0" if "0" in placements else min(placements)
