@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from collsim.hardware.nccl_release import format_version, parse_version
 from collsim.nccl.versions import (
     MODELLED,
     copies_rings_to_nvls,
     doubles_sm90_channels,
     doubles_unpack_channels,
-    format_version,
     has_pat,
     max_channels,
-    parse_version,
     sm100_nvls_channels,
 )
 

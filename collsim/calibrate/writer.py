@@ -16,7 +16,7 @@ from collsim.calibrate.figures import BY_NAME
 from collsim.calibrate.fit import Calibration, Fitted
 from collsim.hardware.machine import LINK_CLASSES, NcclFigures, ProtocolOverride
 from collsim.hardware.nccl_names import ALGORITHMS, PROTOCOLS
-from collsim.nccl.versions import format_version
+from collsim.hardware.nccl_release import format_version
 
 _TOP_KEY = re.compile(r"^[A-Za-z_][\w-]*\s*:")
 

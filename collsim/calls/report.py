@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from collsim.calls.plan import registered_nccl
 from collsim.hardware.machine import LINK_CLASSES
 from collsim.hardware.nccl_names import PROTOCOLS
+from collsim.hardware.nccl_release import format_version
 from collsim.hardware.topology import Topology
 from collsim.nccl import constants as C
 from collsim.nccl.adapter import nccl_system
@@ -19,7 +20,7 @@ from collsim.nccl.search import Graph, Graphs, search
 from collsim.nccl.shm import p2p_level, shm_share, stages_through_host
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import SIMPLE_ONLY, TREE_FAMILIES
-from collsim.nccl.versions import MODELLED, format_version
+from collsim.nccl.versions import MODELLED
 from collsim.units import format_size
 
 

@@ -20,10 +20,11 @@ from collsim.hardware.nccl_names import (
     nccl_algorithm_name,
     parse_selection,
 )
+from collsim.hardware.nccl_release import format_version
 from collsim.nccl import constants as C
 from collsim.nccl.system import NcclSystem
 from collsim.nccl.tuning import SIMPLE_ONLY, Model, call_terms, model, serves
-from collsim.nccl.versions import format_version, has_pat
+from collsim.nccl.versions import has_pat
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,11 @@ release.
 
 from __future__ import annotations
 
-import re
-
+from collsim.hardware.nccl_release import Version
 from collsim.nccl import constants as C
-
-Version = tuple[int, int, int]
 
 MODELLED: Version = (2, 30, 7)
 """The release collsim's constants, search and cost model are read from."""
-
-_PATTERN = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:-\d+)?")
 
 # ncclTopoPostset (src/graph/connect.cc) raises the ring/tree channel count to the NVLS channel
 # count ("Support maximal channel usage for aggregation": if (comm->nChannels <
@@ -27,24 +22,6 @@ _PATTERN = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:-\d+)?")
 # v2.28.3-1 onwards have no such copy (v2.30.7-1 lines 508-515). Ring and tree calls run on
 # comm->nChannels (getAlgoInfo's "int nc = comm->nChannels", src/enqueue.cc).
 _RING_COPY_UP = ((2, 20, 3), (2, 28, 3))
-
-
-def parse_version(text: str) -> Version:
-    """``"2.27.3"`` (or NCCL's tag form ``"2.27.3-1"``) as (2, 27, 3); ValueError saying what is
-    expected otherwise."""
-    match = _PATTERN.fullmatch(str(text).strip())
-    if match is None:
-        raise ValueError(f"{text!r} is not an NCCL release: expected MAJOR.MINOR.PATCH as NCCL "
-                         "prints it (e.g. '2.27.3'), quoted in YAML")
-    version = (int(match[1]), int(match[2]), int(match[3]))
-    if version[0] != 2:
-        raise ValueError(f"{text!r}: collsim models NCCL 2.x releases (e.g. '2.27.3')")
-    return version
-
-
-def format_version(version: Version) -> str:
-    """(2, 27, 3) as ``2.27.3``."""
-    return ".".join(str(part) for part in version)
 
 
 def copies_rings_to_nvls(version: Version) -> bool:

@@ -70,9 +70,9 @@ from collsim.hardware.nccl_names import (
     PROTOCOLS,
     parse_selection,
 )
+from collsim.hardware.nccl_release import parse_version
 from collsim.hardware.nodes import NodeSpec
 from collsim.hardware.transports import transport
-from collsim.nccl.versions import parse_version
 from collsim.schema import QUANTITY, at, quantity
 from collsim.units import parse_bandwidth, parse_time
 from collsim.yamlfile import Document, KeyPath
