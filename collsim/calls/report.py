@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from collsim.calls.plan import registered_nccl
 from collsim.hardware.machine import LINK_CLASSES
 from collsim.hardware.nccl_names import PROTOCOLS
-from collsim.hardware.nccl_release import format_version
+from collsim.hardware.nccl_release import Version, format_version
 from collsim.hardware.topology import Topology
 from collsim.nccl import constants as C
 from collsim.nccl.adapter import nccl_system
@@ -32,7 +32,7 @@ def _gbps(bandwidth: float | None) -> str:
     return "-" if bandwidth is None else f"{bandwidth / 1e9:g} GB/s"
 
 
-def _release(version: tuple[int, int, int] | None) -> str:
+def _release(version: Version | None) -> str:
     """The NCCL release line: the file's ``nccl.version``, or the modelled release."""
     if version is None:
         return f"{format_version(MODELLED)} (the release collsim models; nccl.version unset)"

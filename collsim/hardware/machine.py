@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from collsim.hardware.nccl_release import Version
+
 LINK_CLASSES = ("nvlink", "pcie", "network")  # fastest to slowest
 CLASS_OF_KIND: Mapping[str, str] = MappingProxyType({
     "nvlink": "nvlink",
@@ -101,7 +103,7 @@ class NcclFigures:
     shm_reachable: float | None = None
     p2p_reachable: float | None = None
     environment: Mapping[str, str | int] = field(default_factory=dict)
-    version: tuple[int, int, int] | None = None
+    version: Version | None = None
 
     def reached(self, link_class: str) -> float | None:
         """Bytes/s NCCL reaches on the class's reference link; None if the machine has none."""

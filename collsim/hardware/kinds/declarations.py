@@ -70,7 +70,7 @@ from collsim.hardware.nccl_names import (
     PROTOCOLS,
     parse_selection,
 )
-from collsim.hardware.nccl_release import parse_version
+from collsim.hardware.nccl_release import Version, parse_version
 from collsim.hardware.nodes import NodeSpec
 from collsim.hardware.transports import transport
 from collsim.schema import QUANTITY, at, quantity
@@ -167,7 +167,7 @@ def read_machine(doc: Document, spec: NodeSpec, node: KeyPath = ()) -> Machine:
         environment=_environment(doc), version=_version(doc)))
 
 
-def _version(doc: Document) -> tuple[int, int, int] | None:
+def _version(doc: Document) -> Version | None:
     """``nccl.version``, a release NCCL prints (``2.27.3``); None when the file sets none."""
     text = at(doc.data, ("nccl", "version"))
     if text is None:
