@@ -101,6 +101,7 @@ SOURCES = [
      405.74),
     ("coreweave-h100-8n-sharp-ar.txt", "allreduce", None, 96, 5, 512 << 20, 8 << 30, 386.56),
     ("gcp-a4-b200-1n2g-ag.txt", None, 2, None, 8, 64 << 20, 8 << 30, 482.71),
+    ("gcp-a4-b200-2n-gce-ag.txt", "allgather", None, 16, 23, 4 << 10, 16 << 30, 377.38),
     ("nccl-issue527-p4dn-1to4n.txt", "allreduce", None, None, 4, 1 << 30, 1 << 30, 29.61),
     ("nccl-tests-issue232-h100-2x1-tree.txt", "allreduce", None, 2, 5, 2 << 20, 32 << 20, 41.31),
     ("oci-gb200-a2a-1tray.txt", None, None, None, 2, 4 << 30, 8 << 30, 615.30),
