@@ -278,18 +278,15 @@ def test_a_nic_carries_two_ring_channels_on_8_gpu_nodes_and_four_on_smaller_ones
     # docs/misses.md#ring-eight-nics: H100 nodes, one 400 Gb/s NIC per GPU. 8 GPUs: 8 x 48,
     # not duplicated, postset 16 -> 2 a NIC. 4, 2, 1 GPUs: 4, 2, 1 x 48, duplicated to 24 (<= 4
     # channels), postset 16, 8, 4 (24 <= 45: no SM90 doubling) -> 4 a NIC. The node count
-    # changes none of it; NCCL 2.19.3's SM90 doubling gives 8-GPU nodes 4 a NIC as well.
-    def per_nic(gpus: int, nodes: int, version=None) -> float:
+    # changes none of it.
+    def per_nic(gpus: int, nodes: int) -> float:
         system = NcclSystem(arch=90, nodes=nodes, gpus_per_node=gpus, nvlink_links=18,
                             nvls=gpus > 2, pcie_bandwidth=48, nics_per_node=gpus,
                             nic_bandwidth=50)
-        if version is not None:
-            system = replace(system, version=version)
         return search(system).channels / gpus
 
     for nodes in (2, 4, 10):
         assert [per_nic(gpus, nodes) for gpus in (8, 4, 2, 1)] == [2, 4, 4, 4]
-    assert per_nic(8, 4, version=(2, 19, 3)) == 4
 
 
 def test_sm100_nvls_channels_follow_the_release():
