@@ -342,7 +342,7 @@ def _pipeline_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: 
     send = [(order[pos + 1], tags, pos + 2 < len(order))] if pos + 1 < len(order) else []
     yield from relay_steps(regions, receive, send, lane, window,
                            units=int(job.params.get("units", 1)),
-                           whole=lambda peer: job.node_of(peer) != node)
+                           whole=lambda peer: job.node_of(peer) != node, stream=True)
 
 
 def _pipeline_cost(c: Cost, combine: bool) -> float:
