@@ -7,9 +7,8 @@ network (:func:`collsim.engine.costs.slot_credit`), such a connection also holds
 slots' count of messages, and a taken message frees its room and slot a credit's latency
 later (NCCL's clear-to-send crossing back); a send whose receive is posted then still waits
 for a slot while one is on its way back. A message that is one of a step's parts
-(:attr:`~collsim.program.Send.parts`) holds that share of a slot. :class:`BufferedSends` is
-the part of
-:class:`collsim.engine.simulation.Call` that does this."""
+(:attr:`~collsim.program.Send.parts`) holds that share of a slot. :class:`BufferedSends`
+is the part of :class:`collsim.engine.simulation.Call` that does this."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ whose route crosses a network link is delivered ``min(size / weight, slice_bytes
 the seconds of the copies it waits for later: one delay per message, its bytes still leaving
 at the rate the fabric grants. A message that is one of a step's parts
 (:attr:`~collsim.program.Send.parts`) waits for the copies of the whole step, as the proxy
-posts the step once all of it is written. A send that passes on, in the same pass, what its rank's
-previous receive brought (:attr:`~collsim.program.Send.forwarded`: NCCL's fused
+posts the step once all of it is written. A send that passes on, in the same pass, what its
+rank's previous receive brought (:attr:`~collsim.program.Send.forwarded`: NCCL's fused
 receive-and-send steps) waits for no write, the previous slices' arrival pacing it; one whose
 receiver passes it on so (:attr:`~collsim.program.Send.forwarding`) waits for no read.
 
