@@ -54,7 +54,10 @@ class Send:
     send passes on, slice by slice in the same pass, what its rank's previous receive brought
     (NCCL's fused receive-and-send steps); a ``forwarding`` one is passed on so by its
     receiver: across the network they wait for fewer of the GPU's slice copies
-    (:mod:`collsim.engine.staging`)."""
+    (:mod:`collsim.engine.staging`). A send that is one of ``parts`` equal parts of one of
+    NCCL's steps (its lines, sent in turn so that the receiver reads them as they land)
+    holds a ``parts``-th of the step's slot across the network and waits for the copies of
+    the whole step."""
 
     peer: int
     tag: int
@@ -65,6 +68,7 @@ class Send:
     ordered: bool = False
     forwarded: bool = False
     forwarding: bool = False
+    parts: int = 1
 
 
 @dataclass(slots=True)

@@ -181,15 +181,17 @@ def test_nccl_ring_across_nodes_pays_the_network_latency_per_crossing():
     assert 4 * network < time - costs.launch < 0.5 * (rendezvous - costs.launch)
 
 
-def stream(count: int, messages: int, late: float, reduce_bandwidth: float = 4e9):
-    """Rank 0 sends ``messages`` messages of ``count`` elements to rank 1, one a step; rank 1
-    combines for ``late`` seconds first, then receives them one a step."""
+def stream(count: int, messages: int, late: float, reduce_bandwidth: float = 4e9,
+           parts: int = 1):
+    """Rank 0 sends ``messages`` messages of ``count`` elements to rank 1, one a step, each
+    one of ``parts`` parts of a step; rank 1 combines for ``late`` seconds first, then
+    receives them one a step."""
     busy = int(late * reduce_bandwidth / 4)
 
     def program(rank, job):
         if rank == 0:
             for i in range(messages):
-                yield Send(1, i, 0, count)
+                yield Send(1, i, 0, count, parts=parts)
         else:
             yield Reduce("buf", 0, "buf", 0, busy)
             for i in range(messages):
@@ -307,6 +309,23 @@ def test_a_connection_across_the_network_holds_at_most_its_slots_until_credits_r
                               costs=SlotCosts(per_message=5 * US, send_buffer=math.inf)
                               ).run().finish
     assert bytes_only[1] == pytest.approx(16 * b + alpha, rel=1e-9)
+
+
+def test_the_parts_of_a_step_share_its_slot():
+    """The 16 messages above as halves of 8 steps hold 8 slots: they stream as if bytes
+    alone counted (16b + alpha); as thirds of steps too. As whole steps they wait for
+    credits (9b + 2alpha + c, above)."""
+    topology, alpha, bandwidth = across_the_network(5 * US)
+    count = 12_500
+    b, credit = 4 * count / bandwidth, 20 * US
+    counted = SlotCosts(per_message=5 * US, send_buffer=math.inf, slot_credit=credit)
+    for parts, want in ((2, 16 * b + alpha), (3, 16 * b + alpha),
+                        (1, 9 * b + 2 * alpha + credit)):
+        engine = TimingEngine(topology, [0, 8], Job("broadcast", 2, 1),
+                              stream(count, 16, 0.0, parts=parts), costs=counted)
+        assert engine.run().finish[1] == pytest.approx(want, rel=1e-9)
+        assert all(c.count == pytest.approx(0, abs=1e-12)
+                   for c in engine.call._connections.values())
 
 
 def test_slots_are_counted_only_on_routes_that_cross_the_network():

@@ -1,8 +1,9 @@
 """NCCL's ring broadcast and reduce, and its tree, with a window: up to ``window`` chunks in
-flight on each hop, in order on the connection, each forwarded in ``units`` inside a node and
-whole across nodes (LL and LL128; Simple runs one chunk at a time). Data against numpy, the
-closed form on the switch, the messages each hop carries, NCCL's tree chunk, and what the plan
-gives each protocol."""
+flight on each hop, in order on the connection, each forwarded in ``units`` (LL and LL128;
+Simple runs one chunk at a time). The ring's pipelines send a chunk across nodes only once
+all of it has arrived, in units its receiver passes on as they land; the tree sends it whole
+there. Data against numpy, the closed form on the switch, the messages each hop carries, a
+network hop timed by hand, NCCL's tree chunk, and what the plan gives each protocol."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from collsim.algorithms.chain import window_pipeline_time
 from collsim.algorithms.nccl.channels import pipeline_units, tree_chunk_bytes
 from collsim.algorithms.nccl.switches import chunk_cap
 from collsim.calls.plan import plan
+from collsim.engine.costs import IDEAL, route_alpha_beta
 from collsim.engine.data import check_algorithm
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.topology import switch
@@ -92,24 +94,48 @@ def test_latency_hidden_by_the_window_is_paid_once_per_hop():
 
 
 @pytest.mark.parametrize("collective", ["broadcast", "reduce"])
-def test_hops_across_nodes_carry_whole_chunks(collective):
-    # One channel on 3 nodes of 4: the 11 hops of the ring from the root that cross nodes
-    # carry k messages, the others k·units.
+def test_every_hop_carries_units_and_the_data_is_right(collective):
+    # One channel on 3 nodes of 4: every one of the 11 hops of the ring from the root carries
+    # k·units messages, the ones across nodes too (a step's parts, read as they land).
     topology = topology_from_text(THREE_NODES, {"node.nics.count": 1})
     k, units = 6, 5
     size = 4 * 10 * units * k
     params = {"channels": 1, "chunk_size": 4 * 10 * units, "window": 4, "units": units}
     result = simulate(topology, collective, "ring", 12, size, params)
+    assert result.transfers == 11 * k * units
     job, _ = make_job(topology, get_algorithm(collective, "ring"), 12, size, params)
-    ring = job.layout.channels[0].ring
-    order = ring[ring.index(job.root):] + ring[:ring.index(job.root)]
-    if collective == "reduce":  # along the ring to the root
-        order = order[1:] + order[:1]
-    crossing = sum(job.node_of(a) != job.node_of(b)
-                   for a, b in zip(order[:-1], order[1:], strict=True))
-    assert crossing >= 2
-    assert result.transfers == (11 - crossing) * k * units + crossing * k
     check_algorithm(get_algorithm(collective, "ring").program, job, "sum", "int32", seed=3)
+
+
+TWO_BY_TWO = THREE_NODES.replace("nodes: 3", "nodes: 2").replace("gpus: 4", "gpus: 2")
+
+
+@pytest.mark.parametrize("units", [1, 4, 7])
+def test_a_network_hop_gathers_its_step_and_its_receiver_passes_each_unit_on(units):
+    """2 nodes of 2 GPUs, one chain A -NVLink-> B -network-> C -NVLink-> D, one chunk of
+    ``units`` units of s bytes, all in flight (window 8): B sends its step over the network
+    only once all of it has arrived (the proxy posts a written step), in turn unit by unit,
+    and C passes each unit on to D as it lands. So the last unit reaches D after
+    2·αn + αw + (units + 1)·s·βn + units·s·βw; were the network hop's step delivered whole,
+    C would forward nothing before its last byte, (units - 1)·s·βn later."""
+    topology = topology_from_text(TWO_BY_TWO, {"node.nics.count": 2})
+    s = 4 * 1000
+    params = {"channels": 1, "chunk_size": s * units, "window": 8, "units": units}
+    job, _ = make_job(topology, get_algorithm("broadcast", "ring"), 4, s * units, params)
+    ring = job.layout.channels[0].ring
+    chain = ring[ring.index(job.root):] + ring[:ring.index(job.root)]
+    crossing = [job.node_of(a) != job.node_of(b)
+                for a, b in zip(chain[:-1], chain[1:], strict=True)]
+    assert crossing == [False, True, False]
+
+    def hop(a: int, b: int) -> tuple[float, float]:
+        return route_alpha_beta(IDEAL, [topology.links[i] for i in topology.route(a, b)])
+
+    (alpha_n, beta_n), (alpha_w, beta_w) = hop(chain[0], chain[1]), hop(chain[1], chain[2])
+    assert hop(chain[2], chain[3]) == (alpha_n, beta_n) and beta_n < beta_w
+    want = 2 * alpha_n + alpha_w + (units + 1) * s * beta_n + units * s * beta_w
+    result = simulate(topology, "broadcast", "ring", 4, s * units, params, IDEAL)
+    assert result.time_s == pytest.approx(want, rel=1e-9)
 
 
 def test_the_plan_gives_ll_and_ll128_a_window_of_warp_units_and_simple_none():

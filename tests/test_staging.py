@@ -18,6 +18,7 @@ from collsim.hardware.loader import load_topology
 from collsim.hardware.shipped import find_topology
 from collsim.nccl import constants as C
 from collsim.nccl.protocols import cost_model, slice_staging
+from collsim.program import Send
 from collsim.simulate import get_algorithm, make_job, simulate
 
 MIB = 2**20
@@ -171,6 +172,24 @@ def test_a_passed_on_message_hides_its_bytes_after_the_first_slice_up_to_its_lat
     assert staging.hidden(4 * MIB, 2, 10e-6, 100e9) == 10e-6
     assert staging.hidden(4 * MIB, 2, 10e-6, 1e12) == pytest.approx(2 * MIB / 1e12)
     assert staging.hidden(2 * MIB, 2, 10e-6, 100e9) == 0.0
+
+
+def test_a_part_of_a_step_waits_for_the_whole_steps_write():
+    """A message that is one of 4 parts of a step (Send.parts) across the network is
+    delivered after the write of its whole step, as the proxy posts the step once all of it
+    is written: 4 x 64 KiB at 1 µs a KiB on one channel; a whole step no larger than the
+    slice the same; nothing inside a node."""
+    topology = _cluster()
+    staging = Staging(MIB, 1e-9, 0.0, topology)
+    across, inside = topology.gpus_per_node, 1
+    route = (("link",), 5e-6, 25e9)
+    part = Send(across, 0, 0, 16384, parts=4)
+    assert staging.route(0, across, 65536, 1, part, route)[1] == pytest.approx(
+        5e-6 + 4 * 65536 * 1e-9)
+    whole = Send(across, 0, 0, 65536)
+    assert staging.route(0, across, 4 * 65536, 1, whole, route) == \
+        staging.route(0, across, 65536, 1, part, route)
+    assert staging.route(0, inside, 65536, 1, part, route) == route
 
 
 def _latency_hidden(topology, collective: str, size: int, gpus: list[int]) -> float:

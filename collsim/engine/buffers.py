@@ -6,8 +6,9 @@ does not fit waits for room or for its receive. Where the model counts slots acr
 network (:func:`collsim.engine.costs.slot_credit`), such a connection also holds at most its
 slots' count of messages, and a taken message frees its room and slot a credit's latency
 later (NCCL's clear-to-send crossing back); a send whose receive is posted then still waits
-for a slot while one is on its way back. :class:`BufferedSends` is the part of
-:class:`collsim.engine.simulation.Call` that does this."""
+for a slot while one is on its way back. A message that is one of a step's parts
+(:attr:`~collsim.program.Send.parts`) holds that share of a slot. :class:`BufferedSends`
+is the part of :class:`collsim.engine.simulation.Call` that does this."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from collsim.program import Job, Recv, Send
 
 if TYPE_CHECKING:
     from collsim.engine.simulation import RankState
+
+SLOT_SLACK = 1e-9  # slots are counted in shares of a step's parts: rounding is not a slot
 
 
 class Posted:
@@ -50,8 +53,9 @@ class Connection:
     channels together): how many bytes it may hold ahead of their receives, how many it
     holds, and the messages waiting, in order, for room or for their receive. Across the
     network under a slot count, also how many messages it may hold (``slots``; None: no
-    count), how many it holds (``count``, until their credit is back), how many of those
-    were taken and wait for their credit (``returning``) and the credit's latency."""
+    count), how many it holds (``count``, until their credit is back: a step's part counts
+    as its share), how many of those were taken and wait for their credit (``returning``)
+    and the credit's latency."""
 
     __slots__ = ("capacity", "held", "waiting", "slots", "count", "returning", "credit")
 
@@ -61,19 +65,22 @@ class Connection:
         self.held = 0
         self.waiting: deque[Posted] = deque()
         self.slots = slots
-        self.count = 0
+        self.count = 0.0
         self.returning = 0
         self.credit = credit
 
-    def fits(self, size: int) -> bool:
-        """Whether a message of ``size`` bytes has room and a slot now."""
+    def fits(self, size: int, share: float = 1.0) -> bool:
+        """Whether a message of ``size`` bytes holding ``share`` of a slot has room and a
+        slot now."""
         return self.held + size <= self.capacity and \
-            (self.slots is None or self.count < self.slots)
+            (self.slots is None or self.count + share <= self.slots + SLOT_SLACK)
 
-    def slot_coming(self) -> bool:
-        """Whether every slot is held and one is on its way back: a send whose receive is
-        posted waits for it (else it meets its receive, as when its bytes do not fit)."""
-        return self.slots is not None and self.count >= self.slots and self.returning > 0
+    def slot_coming(self, share: float = 1.0) -> bool:
+        """Whether the slots cannot take ``share`` of one more and one is on its way back: a
+        send whose receive is posted waits for it (else it meets its receive, as when its
+        bytes do not fit)."""
+        return self.slots is not None and self.count + share > self.slots + SLOT_SLACK \
+            and self.returning > 0
 
 
 class BufferedSends:
@@ -109,11 +116,11 @@ class BufferedSends:
             if send.count != recv.count:
                 raise bad_count(state.rank, receiver.rank, recv, send.count)
             message.receiver, message.recv = receiver, recv
-            if connection.slot_coming():
+            if connection.slot_coming(1 / send.parts):
                 connection.waiting.append(message)
             else:
                 self._start(message)
-        elif not connection.waiting and connection.fits(message.size):
+        elif not connection.waiting and connection.fits(message.size, 1 / send.parts):
             self._start(message)
         else:
             connection.waiting.append(message)
@@ -146,7 +153,7 @@ class BufferedSends:
         message.started = True
         connection = message.connection
         connection.held += message.size
-        connection.count += 1
+        connection.count += 1 / message.send.parts
         receiver, key = message.receiver, message.key
         rank = key[1] if receiver is None else receiver.rank
         target = self._target(rank, key)
@@ -172,7 +179,7 @@ class BufferedSends:
             self._take(message)
         elif not message.started:
             connection = message.connection
-            if connection.slot_coming():
+            if connection.slot_coming(1 / message.send.parts):
                 return  # it starts when a slot is back (_admit_waiting)
             connection.waiting.remove(message)
             self._start(message)
@@ -205,7 +212,7 @@ class BufferedSends:
         """A taken message's room and slot are free for the connection's next messages."""
         connection = message.connection
         connection.held -= message.size
-        connection.count -= 1
+        connection.count -= 1 / message.send.parts
         if connection.slots is not None:
             connection.returning -= 1
         if connection.waiting:
@@ -215,12 +222,12 @@ class BufferedSends:
         """Start the connection's waiting messages, in order, while the buffer has room;
         under a slot count, then those whose receive is posted while no slot is coming."""
         waiting = connection.waiting
-        while waiting and connection.fits(waiting[0].size):
+        while waiting and connection.fits(waiting[0].size, 1 / waiting[0].send.parts):
             message = waiting.popleft()
             self._start(message)
-        if connection.slots is not None and waiting and not connection.slot_coming():
+        if connection.slots is not None and waiting:
             for message in [m for m in waiting if m.recv is not None]:
-                if connection.slot_coming():
+                if connection.slot_coming(1 / message.send.parts):
                     break
                 waiting.remove(message)
                 self._start(message)

@@ -410,7 +410,7 @@ def traced_exchanges(programs: ProgramFactory, job: Job) -> Iterator[Exchange]:
                     recv = op
                 elif kind is not Copy:
                     raise Irregular
-            if send is None or recv is None:
+            if send is None or recv is None or send.parts != 1:  # parts: slots are shared
                 raise Irregular
             if reduce is None:
                 reduce, lane = recv.reduce, recv.lane

@@ -12,8 +12,10 @@ channel's write of a slice into the connection's buffer and of its read out of i
 protocol does not wait for it). A message of ``size`` bytes on a lane of ``weight`` channels
 whose route crosses a network link is delivered ``min(size / weight, slice_bytes)`` times
 the seconds of the copies it waits for later: one delay per message, its bytes still leaving
-at the rate the fabric grants. A send that passes on, in the same pass, what its rank's
-previous receive brought (:attr:`~collsim.program.Send.forwarded`: NCCL's fused
+at the rate the fabric grants. A message that is one of a step's parts
+(:attr:`~collsim.program.Send.parts`) waits for the copies of the whole step, as the proxy
+posts the step once all of it is written. A send that passes on, in the same pass, what its
+rank's previous receive brought (:attr:`~collsim.program.Send.forwarded`: NCCL's fused
 receive-and-send steps) waits for no write, the previous slices' arrival pacing it; one whose
 receiver passes it on so (:attr:`~collsim.program.Send.forwarding`) waits for no read.
 
@@ -112,4 +114,4 @@ class Staging:
         channels, latency, bottleneck = route
         if send.forwarding:
             latency = latency - self.hidden(size, weight, latency, bottleneck)
-        return channels, latency + self.delay(size, weight, seconds), bottleneck
+        return channels, latency + self.delay(size * send.parts, weight, seconds), bottleneck

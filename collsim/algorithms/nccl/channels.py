@@ -52,10 +52,11 @@ def ring_chunk_bytes(collective: str, protocol: str, simple_buffer: int | None =
 
 def pipeline_units(protocol: str) -> int:
     """The units one channel forwards a step of NCCL's broadcast, reduce and tree pipelines
-    in, inside a node. Simple forwards a whole step once it has arrived (1); LL and LL128
-    flag every line, so each warp forwards its share of the step as it arrives: as many
-    units as the protocol has warps (``LINE_FLAGGED``: LL 16, LL128 20). Across nodes the
-    network proxy sends whole steps."""
+    in. Simple forwards a whole step once it has arrived (1); LL and LL128 flag every line,
+    so each warp forwards its share of the step as it arrives: as many units as the
+    protocol has warps (``LINE_FLAGGED``: LL 16, LL128 20). Across nodes the network proxy
+    posts a step once all of it is written: the ring's pipelines gather it at the sender and
+    send it in these units, the tree sends it whole."""
     return LINE_FLAGGED.get(protocol, 1)
 
 

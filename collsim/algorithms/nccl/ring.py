@@ -15,7 +15,9 @@ passes the chunk on, where its slices after the first hide it: docs/nccl.md#algo
 Broadcast and reduce are NCCL's ring pipelines from and to the root
 (``PipelineFrom``/``PipelineTo``): chunks of ``chunk_size`` per channel along the ring from
 the root, or along it to the root; under NCCL's cost models the protocol's step (LL 32 KiB,
-LL128 576,000 B, Simple 512 KiB), else 512 KiB.
+LL128 576,000 B, Simple 512 KiB), else 512 KiB. With LL and LL128 (a ``window``) each step
+moves in ``units`` that a rank passes on as they land, across nodes too once the sender
+has gathered the whole step (docs/nccl.md#algorithms-ring, "The chain's granularity").
 
 With one channel, or on one node where every channel is the same ring and all merge into
 one lane, one loop is exactly the textbook ring on ``job.ring_order()`` (same transfers, same
@@ -249,9 +251,9 @@ def _protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
     protocol (ring_chunk_bytes: LL's is 32 KiB); a caller's cost model has no protocol: one
     loop. Its broadcast and reduce pipeline the protocol's step. Simple synchronises each
     step (its latency paid in series, as in the ring's loops); LL and LL128 flag every line,
-    so NCCL_STEPS steps are in flight on each connection, each forwarded in units inside a
-    node (pipeline_units) and whole across nodes. A caller's cost model has no protocol:
-    512 KiB chunks, one at a time."""
+    so NCCL_STEPS steps are in flight on each connection, each forwarded in units
+    (pipeline_units), across nodes once the sender has all of the step. A caller's cost
+    model has no protocol: 512 KiB chunks, one at a time."""
     implied: CallParams = {"chunk_size": ring_chunk_bytes(call.collective, protocol,
                                                           simple_buffer(call.topology))}
     if call.collective in PIPELINED and pipeline_units(protocol) > 1:
@@ -320,7 +322,8 @@ def nccl_ring_reducescatter(rank: int, job: Job) -> Program:
 def _pipeline_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int,
                    lane: int, to_root: bool) -> Program:
     """The lane's piece pipelined along its ring from the root (or to it), in chunks of
-    ``chunk_size`` per channel."""
+    ``chunk_size`` per channel; with a window, in units a rank passes on as they land, a
+    rank that sends across nodes gathering each chunk first (``stream``)."""
     ring = layout.channels[lanes.channels[lane][0]].ring
     start = ring.index(job.root)
     order = ring[start:] + ring[:start]
@@ -342,7 +345,7 @@ def _pipeline_lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: 
     send = [(order[pos + 1], tags, pos + 2 < len(order))] if pos + 1 < len(order) else []
     yield from relay_steps(regions, receive, send, lane, window,
                            units=int(job.params.get("units", 1)),
-                           whole=lambda peer: job.node_of(peer) != node)
+                           whole=lambda peer: job.node_of(peer) != node, stream=True)
 
 
 def _pipeline_cost(c: Cost, combine: bool) -> float:

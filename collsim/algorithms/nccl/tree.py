@@ -102,7 +102,7 @@ def _lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int, lane
 
 def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane: int,
                 window: int = 1, chunks: range | None = None, units: int = 1,
-                whole: Callable[[int], bool] | None = None) -> Program:
+                whole: Callable[[int], bool] | None = None, stream: bool = False) -> Program:
     """Step i receives chunk i from each of ``receive`` ((peer, tags, combine)) while it
     sends chunk i-1 to each of ``send`` ((peer, tags), or (peer, tags, whether the peer
     passes the chunk on) for the sends' ``forwarding`` flag); empty steps are skipped. A
@@ -119,10 +119,15 @@ def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane:
     With ``whole`` given (NCCL's LL and LL128), sends are ordered on their connection, a
     chunk goes to a peer in ``units`` messages unless ``whole(peer)`` (the network's whole
     steps), and the slots deal units, or chunks where any of the relay's hops is whole
-    (:func:`_relay_units`)."""
+    (:func:`_relay_units`). With ``stream`` as well, a whole step is whole only where it is
+    sent: a relay gathers a chunk before it sends it to a ``whole`` peer, but every chunk
+    travels as ``units`` parts of its step, in turn, so its receiver passes each on as it
+    lands (NCCL's proxy posts a step once the GPU has written all of it; the receiving GPU
+    reads each line as its flag lands)."""
     mine = range(len(regions)) if chunks is None else chunks
     if whole is not None:
-        yield from _relay_units(mine, regions, receive, send, lane, window, units, whole)
+        yield from _relay_units(mine, regions, receive, send, lane, window, units, whole,
+                                stream)
         return
     if window <= 1 or len(mine) <= 1:
         yield from _relay(mine, regions, receive, send, lane)
@@ -160,11 +165,15 @@ def _relay(chunks: range, regions: list[tuple[int, int]], receive: list, send: l
 
 
 def _relay_units(chunks: range, regions: list[tuple[int, int]], receive: list, send: list,
-                 lane: int, window: int, units: int, whole: Callable[[int], bool]) -> Program:
+                 lane: int, window: int, units: int, whole: Callable[[int], bool],
+                 stream: bool = False) -> Program:
     """Relay ``chunks`` in ordered messages: unit u of chunk i is tag index ``i·units + u``,
-    a whole chunk has its first unit's; the pieces (units, or chunks where a hop is whole)
-    are dealt to ``window`` slots, each relaying its pieces in turn."""
-    peers = [peer for peer, *_ in receive] + [peer for peer, *_ in send]
+    a whole chunk has its first unit's; the pieces (units, or chunks where a hop is whole:
+    with ``stream``, a hop it sends on) are dealt to ``window`` slots, each relaying its
+    pieces in turn. With ``stream`` every message is a unit, one of its step's ``units``
+    parts."""
+    peers = [peer for peer, *_ in send] if stream else \
+        [peer for peer, *_ in receive] + [peer for peer, *_ in send]
     fused, targets = _fused(receive, send)
     coarse = any(whole(peer) for peer in peers)
     parts = {i: [chunk_region(*regions[i], units, u) for u in range(units)] for i in chunks}
@@ -176,9 +185,13 @@ def _relay_units(chunks: range, regions: list[tuple[int, int]], receive: list, s
         i, u = piece
         if u is not None:
             return [(i * units + u, *parts[i][u])]
-        if whole(peer):
+        if whole(peer) and not stream:
             return [(i * units, *regions[i])]
         return [(i * units + v, *parts[i][v]) for v in range(units)]
+
+    def step_parts(piece: tuple[int, int | None], peer: int) -> int:
+        """How many parts of its step each message carrying ``piece`` to ``peer`` is."""
+        return 1 if piece[1] is None and whole(peer) and not stream else units
 
     def slot(mine: list[tuple[int, int | None]]) -> Program:
         for j in range(len(mine) + 1):
@@ -189,9 +202,10 @@ def _relay_units(chunks: range, regions: list[tuple[int, int]], receive: list, s
                         for t, offset, count in messages(mine[j], peer)]
             if j >= 1:
                 ops += [Send(peer, tags[t], offset, count, lane=lane, ordered=True,
-                         forwarded=fused, forwarding=passes_on)
-                    for peer, tags, passes_on in targets
-                    for t, offset, count in messages(mine[j - 1], peer)]
+                             forwarded=fused, forwarding=passes_on,
+                             parts=step_parts(mine[j - 1], peer))
+                        for peer, tags, passes_on in targets
+                        for t, offset, count in messages(mine[j - 1], peer)]
             if ops:
                 yield tuple(ops)
 
