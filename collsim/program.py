@@ -54,7 +54,9 @@ class Send:
     send passes on, slice by slice in the same pass, what its rank's previous receive brought
     (NCCL's fused receive-and-send steps); a ``forwarding`` one is passed on so by its
     receiver: across the network they wait for fewer of the GPU's slice copies
-    (:mod:`collsim.engine.staging`)."""
+    (:mod:`collsim.engine.staging`). ``group`` names the thread group of its channel that
+    sends it where the channel's threads are split (NCCL's tree: 0 reduces up, 1 broadcasts
+    down), each moving its share of the channel's cap; None: the whole channel."""
 
     peer: int
     tag: int
@@ -65,6 +67,7 @@ class Send:
     ordered: bool = False
     forwarded: bool = False
     forwarding: bool = False
+    group: int | None = None
 
 
 @dataclass(slots=True)

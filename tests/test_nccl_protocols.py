@@ -321,3 +321,18 @@ def test_a_hopper_cluster_that_reports_a_latency_flushes_only_when_forced():
     across = route(efa, 0, 8)
     assert cost_model(efa, "ring", "Simple").latency(across) == pytest.approx(89 * US)
     assert cost_model(forced, "ring", "Simple").latency(across) == pytest.approx(164 * US)
+
+
+@pytest.mark.parametrize("family, protocols, groups", [
+    ("nccl_tree", ("LL", "LL128", "Simple"), 2),
+    ("ring", ("LL", "LL128", "Simple"), 1),
+    ("nvls_tree", ("Simple",), 1),
+    ("collnet_chain", ("Simple",), 1),
+])
+def test_only_nccls_tree_splits_its_channels_cap_between_up_and_down(family, protocols,
+                                                                     groups):
+    """runTreeSplit gives the tree's reduce up and broadcast down thread groups of their own;
+    NCCL's model gives each half the channel's figure. Other families' channels are one."""
+    topology = preset("h100-cluster", nodes=2)
+    for protocol in protocols:
+        assert cost_model(topology, family, protocol).thread_groups == groups

@@ -3,6 +3,8 @@ per-GPU caps as virtual links, and identical channels merged into one lane exact
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -138,6 +140,42 @@ def test_a_channel_cap_is_a_virtual_link_of_weight_times_cap():
     # Weight 20 is above the port: the port's 10 GB/s is the bottleneck.
     assert capped_time(capped, [0], (20,), n) == pytest.approx(2 * LATENCY + n / BANDWIDTH,
                                                                rel=1e-12)
+
+
+@dataclass(frozen=True)
+class SplitCosts(MessageCosts):
+    """A channel cap split evenly between two thread groups, as NCCL's tree kernel's."""
+
+    thread_groups: int = 2
+
+
+def grouped_time(costs, groups: list[int | None], n: int) -> float:
+    """Rank 0 sends n bytes to rank 1 from each of ``groups`` of lane 0, all in one step."""
+    def program(rank: int, job: Job):
+        if rank == 0:
+            yield tuple(Send(1, i, 0, n // 4, group=g) for i, g in enumerate(groups))
+        else:
+            yield tuple(Recv(0, i, 0, n // 4) for i in range(len(groups)))
+    job = Job("broadcast", 2, n // 4, lanes=(1,))
+    return TimingEngine(switch("s", 2, LATENCY, BANDWIDTH), [0, 1], job, program,
+                        costs).run().time
+
+
+def test_a_thread_group_moves_its_share_of_the_channel_cap_even_alone():
+    n, cap = 2_000_000, 4e9
+    split = SplitCosts(channel_cap=cap)
+    # One group alone: half the cap, though the other half is idle.
+    assert grouped_time(split, [0], n) == pytest.approx(2 * LATENCY + n / (cap / 2), rel=1e-12)
+    # Both groups at once: each its half, the channel's whole cap together.
+    assert grouped_time(split, [0, 1], n) == pytest.approx(2 * LATENCY + n / (cap / 2),
+                                                           rel=1e-12)
+    # A send of the whole channel (no group), and any send of an unsplit model: the cap.
+    assert grouped_time(split, [None], n) == pytest.approx(2 * LATENCY + n / cap, rel=1e-12)
+    assert grouped_time(MessageCosts(channel_cap=cap), [0], n) == pytest.approx(
+        2 * LATENCY + n / cap, rel=1e-12)
+    # Two sends of one group share its half.
+    assert grouped_time(split, [0, 0], n) == pytest.approx(2 * LATENCY + 2 * n / (cap / 2),
+                                                           rel=1e-12)
 
 
 def test_a_gpu_cap_bounds_all_lanes_of_a_gpu_together():

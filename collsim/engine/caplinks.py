@@ -2,7 +2,10 @@
 send from GPU g on lane k also crosses a virtual link (call, g, k) of
 ``weight_k x channel_cap`` and a virtual link (call, g) of ``gpu_cap``, created when first
 used; a send whose route crosses the network also crosses a virtual link (call, g, k, network)
-of ``weight_k x net_channel_cap`` where the model has one. :class:`CapLinks` is that part of
+of ``weight_k x net_channel_cap`` where the model has one. Where the model splits a channel
+between thread groups (:func:`collsim.engine.costs.thread_groups`), a send that names its
+group crosses its group's link (call, g, k, group) of ``weight_k x channel_cap / groups``
+instead of the lane's. :class:`CapLinks` is that part of
 :class:`collsim.engine.simulation.Call`."""
 
 from __future__ import annotations
@@ -32,14 +35,18 @@ class CapLinks:
     channel_cap: float | None
     gpu_cap: float | None
     net_channel_cap: float | None
-    _routes: dict[tuple[int, int, int], Route]
-    _virtual: dict[tuple[int, int, bool], Channel]
+    thread_groups: int
+    _routes: dict[tuple[int, int, int, int | None], Route]
+    _virtual: dict[tuple[int, int, bool, int | None], Channel]
 
-    def _capped_route(self, src: int, dst: int, lane: int) -> Route:
+    def _capped_route(self, src: int, dst: int, lane: int, group: int | None = None) -> Route:
         """The fabric's route from ``src`` to ``dst`` plus, from a GPU, the virtual links of
-        its lane's channel cap, of its total cap and, across the network, of its lane's
+        its lane's channel cap (its thread group's share, for a send of ``group`` on a model
+        that splits channels), of its total cap and, across the network, of its lane's
         network cap."""
-        key = (src, dst, lane)
+        if self.thread_groups <= 1:
+            group = None
+        key = (src, dst, lane, group)
         route = self._routes.get(key)
         if route is None:
             if lane < 0:
@@ -48,7 +55,7 @@ class CapLinks:
             extra: list[Channel] = []
             if src < self.simulation.topology.gpus:
                 if self.channel_cap is not None:
-                    extra.append(self._virtual_link(src, lane))
+                    extra.append(self._virtual_link(src, lane, group=group))
                 if self.gpu_cap is not None:
                     extra.append(self._virtual_link(src, -1))
                 if self.net_channel_cap is not None and \
@@ -59,10 +66,12 @@ class CapLinks:
             route = self._routes[key] = (channels + tuple(extra), latency, bottleneck)
         return route
 
-    def _virtual_link(self, gpu: int, lane: int, network: bool = False) -> Channel:
+    def _virtual_link(self, gpu: int, lane: int, network: bool = False,
+                      group: int | None = None) -> Channel:
         """GPU ``gpu``'s virtual link of lane ``lane`` (-1: of its total cap; ``network``: of
-        the lane's cap across the network), made once."""
-        key = (gpu, lane, network)
+        the lane's cap across the network; ``group``: of that thread group's share of the
+        lane's cap), made once."""
+        key = (gpu, lane, network, group)
         link = self._virtual.get(key)
         if link is None:
             if network:
@@ -71,5 +80,7 @@ class CapLinks:
                 bandwidth = self.gpu_cap
             else:
                 bandwidth = self.job.lane_weight(lane) * self.channel_cap
+                if group is not None:
+                    bandwidth /= self.thread_groups
             link = self._virtual[key] = Channel(bandwidth)
         return link

@@ -19,7 +19,11 @@ one call (LL's total). The fabric charges them as virtual links on the sending s
 :mod:`collsim.engine.simulation`); None caps nothing and costs nothing. An optional
 ``net_channel_cap`` (read by :func:`network_cap`) caps one channel's payload bytes/s on
 routes that cross the network only: NCCL's figure for a point-to-point channel driving a
-NIC (docs/nccl.md#algorithms-p2p).
+NIC (docs/nccl.md#algorithms-p2p). An optional ``thread_groups`` (read by
+:func:`thread_groups`) splits a channel's cap evenly between that many thread groups: a send
+that names its ``group`` moves at most its group's share, whether or not the other groups
+are busy (NCCL's tree runs its reduce-up and broadcast-down halves on threads of their own,
+docs/nccl.md#algorithms-tree); 1 (or no field) keeps one cap a channel.
 
 A third field, ``send_buffer`` (read by :func:`buffered`), is the payload bytes a
 connection's receiver buffers ahead of its receive, as NCCL's slots do: a send that fits
@@ -105,6 +109,11 @@ def network_cap(model: CostModel) -> float | None:
     """The payload bytes/s one channel moves at most on a route across the network (the
     model's optional ``net_channel_cap``), None where it caps nothing."""
     return getattr(model, "net_channel_cap", None)
+
+
+def thread_groups(model: CostModel) -> int:
+    """How many thread groups share a channel's cap evenly (1: the channel is one group)."""
+    return int(getattr(model, "thread_groups", 1) or 1)
 
 
 def buffered(model: CostModel) -> float:

@@ -114,6 +114,7 @@ class ProtocolCosts:
     net_channel_cap: float | None = None  # payload B/s of one channel across the network
     slot_credit: float | None = None  # seconds a taken slot across the network takes to free
     slots: int = C.NCCL_STEPS           # messages a connection across the network holds
+    thread_groups: int = 1  # groups splitting a channel's cap evenly (tree_thread_groups)
 
     @property
     def launch(self) -> float:
@@ -146,7 +147,7 @@ class ProtocolCosts:
         return (self.family, self.protocol, steps, tuple(sorted(self.efficiency.items())),
                 self.wire_ratio, self.channel_cap, self.gpu_cap, self.nodes, self.own_latency,
                 self.send_buffer, self.slice_bytes, self.write_seconds, self.read_seconds,
-                self.net_channel_cap)
+                self.net_channel_cap, self.thread_groups)
 
 
 def nccl_figures(topology: Topology) -> NcclFigures | None:
@@ -251,7 +252,20 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
         channel_cap, gpu_cap, nodes, per_call, own, buffer,
         *slice_staging(protocol, row, buffer, is_unpack_device(figures.transport)),
-        slot_credit=slot_credit(figures, family, figure("network")))
+        slot_credit=slot_credit(figures, family, figure("network")),
+        thread_groups=tree_thread_groups(family, protocol))
+
+
+def tree_thread_groups(family: str, protocol: str) -> int:
+    """Thread groups a channel's cap is split between, evenly: 2 for NCCL's tree, whose
+    kernel runs the reduce up and the broadcast down on thread groups of their own
+    (``runTreeSplit`` in src/device/all_reduce.h: with Simple ``nthreads/2 + 64`` threads up,
+    the rest down), so a chunk going up moves at its group's rate even while nothing goes
+    down. NCCL's model gives each direction half the channel's figure (its tree's algorithm
+    bandwidth is half its bus bandwidth, ``ratio *= .5`` in ``ncclTopoTuneModel``,
+    src/graph/tuning.cc): the even split is that, the threads' own split (384 of 640 up) not
+    modelled. 1 elsewhere: a ring's channel is one group."""
+    return 2 if family == "nccl_tree" else 1
 
 
 def slot_credit(figures: NcclFigures, family: str, network_step: float) -> float | None:
