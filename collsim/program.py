@@ -56,7 +56,7 @@ class Send:
     receiver: across the network they wait for fewer of the GPU's slice copies
     (:mod:`collsim.engine.staging`). ``group`` names the thread group of its channel that
     sends it where the channel's threads are split (NCCL's tree: 0 reduces up, 1 broadcasts
-    down), each moving its share of the channel's cap; None: the whole channel."""
+    down), each under its own cap where the cost model has one; None: the whole channel."""
 
     peer: int
     tag: int

@@ -25,7 +25,7 @@ from collsim.program import Job, Parallel, Recv, Send
 from collsim.simulate import make_call, make_job, simulate
 from tests.helpers import uneven_nodes
 from tests.test_nccl_algorithms import CLUSTER, DTYPES, OPS
-from tests.test_parallel_lanes import SplitCosts
+from tests.test_parallel_lanes import GroupCosts
 
 DECLARE = {"nvls_tree": nvls_tree_job, "collnet_direct": collnet_direct_job,
            "collnet_chain": collnet_chain_job}
@@ -295,18 +295,20 @@ def test_nvls_tree_heads_carry_equal_network_loads(nodes):
         assert sent[heads[0]] > 0
 
 
-def test_the_trees_up_and_down_halves_each_move_half_a_channels_cap():
+def test_the_trees_up_and_down_halves_each_move_at_their_groups_cap():
     """NCCL's tree runs its reduce up and broadcast down on thread groups of their own
-    (runTreeSplit), each half the channel's figure: on 2 ranks of one switch, one chunk goes
-    up from the child at cap/2 and back down from the root, which uses all its threads, at
-    the cap; unsplit, both at the cap. So splitting adds exactly size/cap."""
-    size, cap = 400_000, 5e9  # one chunk; the port's 100 GB/s never binds
+    (runTreeSplit): on 2 ranks of one switch one chunk goes up from the child under its
+    group's cap and back down from the root, which uses all its threads, under the
+    channel's. Without group caps both move at the channel's; the difference is exactly
+    size/group - size/cap."""
+    size, cap, group = 400_000, 5e9, 2e9  # one chunk; the port's 100 GB/s never binds
     machine = switch("s", 2, 1e-6, 100e9)
     algorithm = REGISTRY[("allreduce", "nccl_tree")]
     job, gpus = make_job(machine, algorithm, 2, size, {"channels": 1})
     times = {name: TimingEngine(machine, gpus, job, algorithm.program, costs).run().time
-             for name, costs in (("split", SplitCosts(channel_cap=cap)),
+             for name, costs in (("split", GroupCosts(channel_cap=cap, group_cap=group)),
                                  ("whole", MessageCosts(channel_cap=cap)))}
     # Two messages, each over two links of 1 us, and their bytes at the cap.
     assert times["whole"] == pytest.approx(4e-6 + 2 * size / cap, rel=1e-9)
-    assert times["split"] - times["whole"] == pytest.approx(size / cap, rel=1e-9)
+    assert times["split"] - times["whole"] == pytest.approx(size / group - size / cap,
+                                                            rel=1e-9)

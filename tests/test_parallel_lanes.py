@@ -143,10 +143,10 @@ def test_a_channel_cap_is_a_virtual_link_of_weight_times_cap():
 
 
 @dataclass(frozen=True)
-class SplitCosts(MessageCosts):
-    """A channel cap split evenly between two thread groups, as NCCL's tree kernel's."""
+class GroupCosts(MessageCosts):
+    """A cap on each thread group of a channel, as on NCCL's tree kernel's two halves."""
 
-    thread_groups: int = 2
+    group_cap: float | None = None
 
 
 def grouped_time(costs, groups: list[int | None], n: int) -> float:
@@ -161,21 +161,21 @@ def grouped_time(costs, groups: list[int | None], n: int) -> float:
                         costs).run().time
 
 
-def test_a_thread_group_moves_its_share_of_the_channel_cap_even_alone():
-    n, cap = 2_000_000, 4e9
-    split = SplitCosts(channel_cap=cap)
-    # One group alone: half the cap, though the other half is idle.
-    assert grouped_time(split, [0], n) == pytest.approx(2 * LATENCY + n / (cap / 2), rel=1e-12)
-    # Both groups at once: each its half, the channel's whole cap together.
-    assert grouped_time(split, [0, 1], n) == pytest.approx(2 * LATENCY + n / (cap / 2),
+def test_a_thread_group_moves_at_most_its_cap_even_alone_and_the_channel_cap_binds_all():
+    n, cap, group = 2_000_000, 4e9, 3e9
+    split = GroupCosts(channel_cap=cap, group_cap=group)
+    # One group alone: its cap, though the channel could move more.
+    assert grouped_time(split, [0], n) == pytest.approx(2 * LATENCY + n / group, rel=1e-12)
+    # Both groups at once: 3 + 3 GB/s is above the channel's 4, which they share.
+    assert grouped_time(split, [0, 1], n) == pytest.approx(2 * LATENCY + 2 * n / cap,
                                                            rel=1e-12)
-    # A send of the whole channel (no group), and any send of an unsplit model: the cap.
+    # A send of the whole channel (no group), and any send of a model without group caps.
     assert grouped_time(split, [None], n) == pytest.approx(2 * LATENCY + n / cap, rel=1e-12)
     assert grouped_time(MessageCosts(channel_cap=cap), [0], n) == pytest.approx(
         2 * LATENCY + n / cap, rel=1e-12)
-    # Two sends of one group share its half.
-    assert grouped_time(split, [0, 0], n) == pytest.approx(2 * LATENCY + 2 * n / (cap / 2),
-                                                           rel=1e-12)
+    # A group cap alone (no channel cap) still binds, and two sends of a group share it.
+    assert grouped_time(GroupCosts(group_cap=group), [0, 0], n) == pytest.approx(
+        2 * LATENCY + 2 * n / group, rel=1e-12)
 
 
 def test_a_gpu_cap_bounds_all_lanes_of_a_gpu_together():

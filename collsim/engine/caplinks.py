@@ -2,10 +2,9 @@
 send from GPU g on lane k also crosses a virtual link (call, g, k) of
 ``weight_k x channel_cap`` and a virtual link (call, g) of ``gpu_cap``, created when first
 used; a send whose route crosses the network also crosses a virtual link (call, g, k, network)
-of ``weight_k x net_channel_cap`` where the model has one. Where the model splits a channel
-between thread groups (:func:`collsim.engine.costs.thread_groups`), a send that names its
-group crosses its group's link (call, g, k, group) of ``weight_k x channel_cap / groups``
-instead of the lane's. :class:`CapLinks` is that part of
+of ``weight_k x net_channel_cap`` where the model has one; a send that names its thread
+group j also crosses a virtual link (call, g, k, j) of ``weight_k x group_cap`` where the
+model caps groups (:func:`collsim.engine.costs.group_cap`). :class:`CapLinks` is that part of
 :class:`collsim.engine.simulation.Call`."""
 
 from __future__ import annotations
@@ -35,16 +34,15 @@ class CapLinks:
     channel_cap: float | None
     gpu_cap: float | None
     net_channel_cap: float | None
-    thread_groups: int
+    group_cap: float | None
     _routes: dict[tuple[int, int, int, int | None], Route]
     _virtual: dict[tuple[int, int, bool, int | None], Channel]
 
     def _capped_route(self, src: int, dst: int, lane: int, group: int | None = None) -> Route:
         """The fabric's route from ``src`` to ``dst`` plus, from a GPU, the virtual links of
-        its lane's channel cap (its thread group's share, for a send of ``group`` on a model
-        that splits channels), of its total cap and, across the network, of its lane's
-        network cap."""
-        if self.thread_groups <= 1:
+        its lane's channel cap, of its total cap, across the network of its lane's network
+        cap and, for a send of thread group ``group``, of that group's cap."""
+        if self.group_cap is None:
             group = None
         key = (src, dst, lane, group)
         route = self._routes.get(key)
@@ -55,6 +53,8 @@ class CapLinks:
             extra: list[Channel] = []
             if src < self.simulation.topology.gpus:
                 if self.channel_cap is not None:
+                    extra.append(self._virtual_link(src, lane))
+                if group is not None:
                     extra.append(self._virtual_link(src, lane, group=group))
                 if self.gpu_cap is not None:
                     extra.append(self._virtual_link(src, -1))
@@ -69,18 +69,18 @@ class CapLinks:
     def _virtual_link(self, gpu: int, lane: int, network: bool = False,
                       group: int | None = None) -> Channel:
         """GPU ``gpu``'s virtual link of lane ``lane`` (-1: of its total cap; ``network``: of
-        the lane's cap across the network; ``group``: of that thread group's share of the
-        lane's cap), made once."""
+        the lane's cap across the network; ``group``: of that thread group's cap), made
+        once."""
         key = (gpu, lane, network, group)
         link = self._virtual.get(key)
         if link is None:
             if network:
                 bandwidth = self.job.lane_weight(lane) * self.net_channel_cap
+            elif group is not None:
+                bandwidth = self.job.lane_weight(lane) * self.group_cap
             elif lane < 0:
                 bandwidth = self.gpu_cap
             else:
                 bandwidth = self.job.lane_weight(lane) * self.channel_cap
-                if group is not None:
-                    bandwidth /= self.thread_groups
             link = self._virtual[key] = Channel(bandwidth)
         return link

@@ -52,9 +52,9 @@ from collsim.engine.costs import (
     CostModel,
     buffered,
     caps,
+    group_cap,
     network_cap,
     slot_credit,
-    thread_groups,
 )
 from collsim.engine.fabric import Fabric
 from collsim.engine.loop import call_later, clock
@@ -204,7 +204,7 @@ class Call(BufferedSends, Combines, CapLinks):
         self.result: CallResult | None = None
         self.channel_cap, self.gpu_cap = caps(simulation.costs)
         self.net_channel_cap = network_cap(simulation.costs)
-        self.thread_groups = thread_groups(simulation.costs)  # sharing a channel's cap
+        self.group_cap = group_cap(simulation.costs)  # of a channel's thread group
         # Bytes a connection buffers ahead of its receive (0: the rendezvous), and the
         # connections of buffered sends by (sender, receiver, lane).
         self.send_buffer = buffered(simulation.costs)
@@ -212,7 +212,7 @@ class Call(BufferedSends, Combines, CapLinks):
         # Slots counted across the network and their credit's latency (None: bytes only).
         self._slot_credit = slot_credit(simulation.costs) if self.send_buffer > 0 else None
         self.capped = self.channel_cap is not None or self.gpu_cap is not None \
-            or self.net_channel_cap is not None
+            or self.net_channel_cap is not None or self.group_cap is not None
         # The delay of a message crossing the network for the GPU's copies of its slices.
         self._staging = Staging.of(simulation.costs, topology)
         self._routes: dict[tuple[int, int, int, int | None], Route] = {}

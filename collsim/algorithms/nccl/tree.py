@@ -7,8 +7,8 @@ Every rank but the root runs two sub-programs side by side, as NCCL's two thread
 *up* receives chunk i from its children (combining) while it passes chunk i-1 to its
 parent, and *down* receives chunk i from its parent while it passes chunk i-1 to its
 children. The root combines chunk i from its children while it sends chunk i-1 back down.
-The two groups' sends name their group (``Send.group``), so a cost model that splits the
-channel's cap between them charges each its half (docs/nccl.md#algorithms-tree).
+The two groups' sends name their group (``Send.group``), so a cost model that caps a
+thread group charges each its own cap (docs/nccl.md#tree-split).
 Chunks are ``chunk_size`` bytes per channel: NCCL's Tree chunk with the Simple protocol,
 512 KiB, by default (docs/nccl.md#algorithms-chunks). Given ``units`` (and ``window``, chunks
 in flight per connection), sends are ordered and a chunk is forwarded in units inside a node
@@ -58,8 +58,8 @@ MAX_FILL_ERROR = 1 / 16  # the chunk cap keeps the pipeline's extra fill under t
 WINDOW = 1
 NCCL_WINDOW = NCCL_STEPS  # the window NCCL itself keeps, for tests and benchmarks
 # The thread groups of a channel that runTreeSplit gives the reduce up and the broadcast down
-# (``Send.group``); where the cost model splits a channel's cap between them
-# (``ProtocolCosts.thread_groups``), each moves its share even while the other is idle.
+# (``Send.group``); where the cost model caps a group (``ProtocolCosts.group_cap``), each
+# moves at most that, even while the other is idle.
 UP_GROUP, DOWN_GROUP = 0, 1
 
 
