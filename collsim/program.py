@@ -57,7 +57,9 @@ class Send:
     (:mod:`collsim.engine.staging`). A send that is one of ``parts`` equal parts of one of
     NCCL's steps (its lines, sent in turn so that the receiver reads them as they land)
     holds a ``parts``-th of the step's slot across the network and waits for the copies of
-    the whole step."""
+    the whole step. ``group`` names the thread group of its channel that
+    sends it where the channel's threads are split (NCCL's tree: 0 reduces up, 1 broadcasts
+    down), each under its own cap where the cost model has one; None: the whole channel."""
 
     peer: int
     tag: int
@@ -69,6 +71,7 @@ class Send:
     forwarded: bool = False
     forwarding: bool = False
     parts: int = 1
+    group: int | None = None
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ from collsim.algorithms.nccl.collnet import collnet_chain_job, collnet_direct_jo
 from collsim.algorithms.nccl.nvls import nvls_allreduce_job
 from collsim.algorithms.nccl.nvls_tree import depth, loop_serial, nvls_tree_job
 from collsim.callspec import CallSpec
-from collsim.engine.costs import IDEAL
+from collsim.engine.costs import IDEAL, MessageCosts
 from collsim.engine.data import check_algorithm
 from collsim.engine.timing import TimingEngine
 from collsim.errors import InputError
@@ -25,6 +25,7 @@ from collsim.program import Job, Parallel, Recv, Send
 from collsim.simulate import make_call, make_job, simulate
 from tests.helpers import uneven_nodes
 from tests.test_nccl_algorithms import CLUSTER, DTYPES, OPS
+from tests.test_parallel_lanes import GroupCosts
 
 DECLARE = {"nvls_tree": nvls_tree_job, "collnet_direct": collnet_direct_job,
            "collnet_chain": collnet_chain_job}
@@ -292,3 +293,22 @@ def test_nvls_tree_heads_carry_equal_network_loads(nodes):
         assert len({sent[r] for r in heads}) == 1, [sent[r] for r in heads]
         assert len({received[r] for r in heads}) == 1, [received[r] for r in heads]
         assert sent[heads[0]] > 0
+
+
+def test_the_trees_up_and_down_halves_each_move_at_their_groups_cap():
+    """NCCL's tree runs its reduce up and broadcast down on thread groups of their own
+    (runTreeSplit): on 2 ranks of one switch one chunk goes up from the child under its
+    group's cap and back down from the root, which uses all its threads, under the
+    channel's. Without group caps both move at the channel's; the difference is exactly
+    size/group - size/cap."""
+    size, cap, group = 400_000, 5e9, 2e9  # one chunk; the port's 100 GB/s never binds
+    machine = switch("s", 2, 1e-6, 100e9)
+    algorithm = REGISTRY[("allreduce", "nccl_tree")]
+    job, gpus = make_job(machine, algorithm, 2, size, {"channels": 1})
+    times = {name: TimingEngine(machine, gpus, job, algorithm.program, costs).run().time
+             for name, costs in (("split", GroupCosts(channel_cap=cap, group_cap=group)),
+                                 ("whole", MessageCosts(channel_cap=cap)))}
+    # Two messages, each over two links of 1 us, and their bytes at the cap.
+    assert times["whole"] == pytest.approx(4e-6 + 2 * size / cap, rel=1e-9)
+    assert times["split"] - times["whole"] == pytest.approx(size / group - size / cap,
+                                                            rel=1e-9)

@@ -321,3 +321,19 @@ def test_a_hopper_cluster_that_reports_a_latency_flushes_only_when_forced():
     across = route(efa, 0, 8)
     assert cost_model(efa, "ring", "Simple").latency(across) == pytest.approx(89 * US)
     assert cost_model(forced, "ring", "Simple").latency(across) == pytest.approx(164 * US)
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_a_simple_tree_channels_halves_each_move_half_its_one_node_figure(nodes):
+    """runTreeSplit gives the tree's reduce up and broadcast down thread groups of their own;
+    NCCL's model gives each direction half the channel's figure, and a channel's copy rate is
+    perChMaxTreeBw's one-node column (Hopper 38.7 GB/s), whatever the call's node count."""
+    topology = preset("h100-cluster", nodes=max(2, nodes))
+    gpus = list(range(8 * nodes))
+    tree = cost_model(topology, "nccl_tree", "Simple", gpus)
+    assert tree.group_cap == pytest.approx(38.7e9 / 2)
+    assert tree.channel_cap == pytest.approx(C.PER_CHANNEL_MAX_TREE_BW[2][min(nodes, 3) - 1]
+                                             * 1e9)
+    for family, protocol in (("nccl_tree", "LL128"), ("nccl_tree", "LL"), ("ring", "Simple"),
+                             ("nvls_tree", "Simple"), ("collnet_chain", "Simple")):
+        assert cost_model(topology, family, protocol, gpus).group_cap is None

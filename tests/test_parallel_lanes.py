@@ -3,6 +3,8 @@ per-GPU caps as virtual links, and identical channels merged into one lane exact
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -138,6 +140,42 @@ def test_a_channel_cap_is_a_virtual_link_of_weight_times_cap():
     # Weight 20 is above the port: the port's 10 GB/s is the bottleneck.
     assert capped_time(capped, [0], (20,), n) == pytest.approx(2 * LATENCY + n / BANDWIDTH,
                                                                rel=1e-12)
+
+
+@dataclass(frozen=True)
+class GroupCosts(MessageCosts):
+    """A cap on each thread group of a channel, as on NCCL's tree kernel's two halves."""
+
+    group_cap: float | None = None
+
+
+def grouped_time(costs, groups: list[int | None], n: int) -> float:
+    """Rank 0 sends n bytes to rank 1 from each of ``groups`` of lane 0, all in one step."""
+    def program(rank: int, job: Job):
+        if rank == 0:
+            yield tuple(Send(1, i, 0, n // 4, group=g) for i, g in enumerate(groups))
+        else:
+            yield tuple(Recv(0, i, 0, n // 4) for i in range(len(groups)))
+    job = Job("broadcast", 2, n // 4, lanes=(1,))
+    return TimingEngine(switch("s", 2, LATENCY, BANDWIDTH), [0, 1], job, program,
+                        costs).run().time
+
+
+def test_a_thread_group_moves_at_most_its_cap_even_alone_and_the_channel_cap_binds_all():
+    n, cap, group = 2_000_000, 4e9, 3e9
+    split = GroupCosts(channel_cap=cap, group_cap=group)
+    # One group alone: its cap, though the channel could move more.
+    assert grouped_time(split, [0], n) == pytest.approx(2 * LATENCY + n / group, rel=1e-12)
+    # Both groups at once: 3 + 3 GB/s is above the channel's 4, which they share.
+    assert grouped_time(split, [0, 1], n) == pytest.approx(2 * LATENCY + 2 * n / cap,
+                                                           rel=1e-12)
+    # A send of the whole channel (no group), and any send of a model without group caps.
+    assert grouped_time(split, [None], n) == pytest.approx(2 * LATENCY + n / cap, rel=1e-12)
+    assert grouped_time(MessageCosts(channel_cap=cap), [0], n) == pytest.approx(
+        2 * LATENCY + n / cap, rel=1e-12)
+    # A group cap alone (no channel cap) still binds, and two sends of a group share it.
+    assert grouped_time(GroupCosts(group_cap=group), [0, 0], n) == pytest.approx(
+        2 * LATENCY + 2 * n / group, rel=1e-12)
 
 
 def test_a_gpu_cap_bounds_all_lanes_of_a_gpu_together():

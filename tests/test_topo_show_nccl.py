@@ -94,3 +94,12 @@ def test_machines_without_nccl_figures_show_none(capsys, tmp_path):
     for name in ("switch-64", "pcie-8gpu", str(bare)):
         out = show(capsys, name)
         assert "\nNCCL " not in out and "\ngpu " not in out
+
+
+def test_the_simple_trees_halves_show_their_own_cap(capsys):
+    """Each half of a Simple tree channel (runTreeSplit's thread groups) moves at most half a
+    Hopper channel's one-node figure, 38.7 GB/s; the note names it once, for Simple only."""
+    out = show(capsys, "a3-mega-cluster")
+    notes = [line for line in out.splitlines() if "each half of a channel" in line]
+    assert notes == ["  nccl_tree Simple: each half of a channel (reduce up, broadcast down) "
+                     "moves at most 19.35 GB/s"]

@@ -83,6 +83,7 @@ def format_nccl(topology: Topology) -> str | None:
     lines.append(f"  {'family':<15}{'proto':<8}{'base':>7}{'nvlink':>8}{'pcie':>8}"
                  f"{'network':>9}{'wire':>7}  {'channel cap':<13}GPU cap")
     families = _families(topology, graphs)
+    halves = []  # (family, protocol, cap) of the channels split between thread groups
     for family in families:
         for protocol in PROTOCOLS:
             if family in SIMPLE_ONLY and protocol != "Simple":
@@ -90,6 +91,8 @@ def format_nccl(topology: Topology) -> str | None:
             costs = protocol_costs(figures, gpu.arch, system.nodes, family, protocol,
                                    system.ranks // system.nodes, intra_class)
             lines.append(_protocol_line(costs, figures.line))
+            if costs.group_cap is not None:
+                halves.append((family, protocol, costs.group_cap))
     if "nvls" in families and figures.nvls_reachable is not None:
         lines.append(f"  nvls: reaches {figures.nvls_reachable / 1e9:g} GB/s of NVLink (the "
                      "file's reachable.nvls); NCCL's NVLink")
@@ -100,6 +103,11 @@ def format_nccl(topology: Topology) -> str | None:
     trees = ", ".join(f for f in families if f in TREE_FAMILIES)
     lines.append(f"  {trees}: base includes NCCL's tree latency for this shape (each hop")
     lines.append("  once a call, the pipeline's fill); messages pay the links' own")
+    for family, protocol, cap in halves:
+        lines.append(f"  {family} {protocol}: each half of a channel (reduce up, broadcast down) "
+                     f"moves at most {_gbps(cap)}")
+        lines.append("  on threads of its own, busy or not (NCCL's runTreeSplit; "
+                     "docs/nccl.md#tree-split)")
     lines.append(f"NCCL graphs     ({where}; NCCL's search, GB/s per channel)")
     lines.append(f"  ring          {_graph(graphs.ring)}")
     lines.append(f"  tree          {_graph(graphs.tree)}")

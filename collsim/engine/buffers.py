@@ -102,7 +102,7 @@ class BufferedSends:
     env: object
     _op_done: Callable[[RankState], None]                 # the call's
     _combine: Callable[[RankState, int, int], None]       # Combines'
-    _capped_route: Callable[[int, int, int], Route]       # CapLinks'
+    _capped_route: Callable[..., Route]                   # CapLinks'
 
     def _send_buffered(self, state: RankState, send: Send, key: tuple) -> None:
         """Post a buffered send: it starts now if its receive is posted or its connection's
@@ -159,7 +159,8 @@ class BufferedSends:
         target = self._target(rank, key)
         sender, send = message.sender, message.send
         self.transfers += 1
-        route = self._capped_route(sender.gpu, target, send.lane) if self.capped else None
+        route = self._capped_route(sender.gpu, target, send.lane, send.group) \
+            if self.capped else None
         staging = self._staging
         if staging is not None:  # the GPU's copies of a slice on a network hop
             route = staging.route(sender.gpu, target, message.size,

@@ -19,7 +19,11 @@ one call (LL's total). The fabric charges them as virtual links on the sending s
 :mod:`collsim.engine.simulation`); None caps nothing and costs nothing. An optional
 ``net_channel_cap`` (read by :func:`network_cap`) caps one channel's payload bytes/s on
 routes that cross the network only: NCCL's figure for a point-to-point channel driving a
-NIC (docs/nccl.md#algorithms-p2p).
+NIC (docs/nccl.md#algorithms-p2p). An optional ``group_cap`` (read by :func:`group_cap`)
+caps what one thread group of a channel moves, for a send that names its ``group``, whether
+or not the channel's other groups are busy (NCCL's tree runs its reduce up and its broadcast
+down on threads of their own, docs/nccl.md#tree-split); the channel's cap still bounds the
+groups together.
 
 A third field, ``send_buffer`` (read by :func:`buffered`), is the payload bytes a
 connection's receiver buffers ahead of its receive, as NCCL's slots do: a send that fits
@@ -105,6 +109,12 @@ def network_cap(model: CostModel) -> float | None:
     """The payload bytes/s one channel moves at most on a route across the network (the
     model's optional ``net_channel_cap``), None where it caps nothing."""
     return getattr(model, "net_channel_cap", None)
+
+
+def group_cap(model: CostModel) -> float | None:
+    """The payload bytes/s one thread group of a channel moves at most (a ``Send`` of a
+    ``group``), None where groups are not capped."""
+    return getattr(model, "group_cap", None)
 
 
 def buffered(model: CostModel) -> float:

@@ -414,7 +414,8 @@ def traced_exchanges(programs: ProgramFactory, job: Job) -> Iterator[Exchange]:
                 raise Irregular
             if reduce is None:
                 reduce, lane = recv.reduce, recv.lane
-            if recv.reduce != reduce or recv.lane != lane or send.lane != lane:
+            if recv.reduce != reduce or recv.lane != lane or send.lane != lane \
+                    or send.group is not None:  # a thread group's cap: the event engine's
                 raise Irregular
             if flags is None:
                 flags = (send.forwarded, send.forwarding)

@@ -47,7 +47,15 @@ import simpy
 from collsim.engine.buffers import BufferedSends, Connection, Posted
 from collsim.engine.caplinks import CapLinks, Route
 from collsim.engine.combines import Combines
-from collsim.engine.costs import IDEAL, CostModel, buffered, caps, network_cap, slot_credit
+from collsim.engine.costs import (
+    IDEAL,
+    CostModel,
+    buffered,
+    caps,
+    group_cap,
+    network_cap,
+    slot_credit,
+)
 from collsim.engine.fabric import Fabric
 from collsim.engine.loop import call_later, clock
 from collsim.engine.maxmin import Channel
@@ -196,6 +204,7 @@ class Call(BufferedSends, Combines, CapLinks):
         self.result: CallResult | None = None
         self.channel_cap, self.gpu_cap = caps(simulation.costs)
         self.net_channel_cap = network_cap(simulation.costs)
+        self.group_cap = group_cap(simulation.costs)  # of a channel's thread group
         # Bytes a connection buffers ahead of its receive (0: the rendezvous), and the
         # connections of buffered sends by (sender, receiver, lane).
         self.send_buffer = buffered(simulation.costs)
@@ -203,11 +212,11 @@ class Call(BufferedSends, Combines, CapLinks):
         # Slots counted across the network and their credit's latency (None: bytes only).
         self._slot_credit = slot_credit(simulation.costs) if self.send_buffer > 0 else None
         self.capped = self.channel_cap is not None or self.gpu_cap is not None \
-            or self.net_channel_cap is not None
+            or self.net_channel_cap is not None or self.group_cap is not None
         # The delay of a message crossing the network for the GPU's copies of its slices.
         self._staging = Staging.of(simulation.costs, topology)
-        self._routes: dict[tuple[int, int, int], Route] = {}
-        self._virtual: dict[tuple[int, int, bool], Channel] = {}
+        self._routes: dict[tuple[int, int, int, int | None], Route] = {}
+        self._virtual: dict[tuple[int, int, bool, int | None], Channel] = {}
         # Peers a rank may name, and, when only representatives of orbits run, how their
         # sends and receives meet (collsim.engine.symmetry.OrbitKeys); None: rank to rank.
         self._peer_bound = self.nranks
@@ -366,8 +375,8 @@ class Call(BufferedSends, Combines, CapLinks):
                     moved += 1
                     target = receiver.gpu if orbits is None else \
                         orbits.target(receiver.rank, key)
-                    route = self._capped_route(sender.gpu, target, send.lane) if capped \
-                        else None
+                    route = self._capped_route(sender.gpu, target, send.lane, send.group) \
+                        if capped else None
                     if self._staging is not None:
                         route = self._staging.route(
                             sender.gpu, target, send.count * itemsize,

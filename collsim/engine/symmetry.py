@@ -251,7 +251,7 @@ def signature(program: object, rank: int, p: int) -> tuple:
         for op in ops:
             if type(op) in (Send, Recv):
                 seen.append((type(op).__name__, (op.peer - rank) % p, op.tag, op.count,
-                             getattr(op, "reduce", False), op.lane))
+                             getattr(op, "reduce", False), op.lane, getattr(op, "group", None)))
             elif type(op) is Pause:
                 seen.append(("Pause", op.seconds))
             elif type(op) is not Copy:

@@ -81,6 +81,7 @@ from collsim.nccl.tuning import SIMPLE_ONLY, TREE_FAMILIES, tree_hops_us
 GB = 1e9
 US = 1e-6
 HW_ROW = {"nvlink": "NVLINK", "pcie": "PCI", "network": "NET"}  # NCCL's hwLat rows
+TREE_THREAD_GROUPS = 2  # runTreeSplit's reduce-up and broadcast-down groups of a tree channel
 WIRE_RATIO = {"LL": 16 / 8, "LL128": 128 / 120, "Simple": 1.0}
 # Classes on which a family's messages reach a reducing switch: each pays half NCCL's figure.
 # (collnet_chain's network figure is in its per-call tree term.)
@@ -114,6 +115,7 @@ class ProtocolCosts:
     net_channel_cap: float | None = None  # payload B/s of one channel across the network
     slot_credit: float | None = None  # seconds a taken slot across the network takes to free
     slots: int = C.NCCL_STEPS           # messages a connection across the network holds
+    group_cap: float | None = None  # payload B/s a channel's thread group moves (tree_group_cap)
 
     @property
     def launch(self) -> float:
@@ -146,7 +148,7 @@ class ProtocolCosts:
         return (self.family, self.protocol, steps, tuple(sorted(self.efficiency.items())),
                 self.wire_ratio, self.channel_cap, self.gpu_cap, self.nodes, self.own_latency,
                 self.send_buffer, self.slice_bytes, self.write_seconds, self.read_seconds,
-                self.net_channel_cap)
+                self.net_channel_cap, self.group_cap)
 
 
 def nccl_figures(topology: Topology) -> NcclFigures | None:
@@ -251,7 +253,26 @@ def protocol_costs(figures: NcclFigures, arch: int, nodes: int, family: str,
         tuple(step(c) for c in LINK_CLASSES), efficiency, WIRE_RATIO[protocol],
         channel_cap, gpu_cap, nodes, per_call, own, buffer,
         *slice_staging(protocol, row, buffer, is_unpack_device(figures.transport)),
-        slot_credit=slot_credit(figures, family, figure("network")))
+        slot_credit=slot_credit(figures, family, figure("network")),
+        group_cap=tree_group_cap(family, protocol, row))
+
+
+def tree_group_cap(family: str, protocol: str, row: int) -> float | None:
+    """Payload B/s one thread group of a Simple tree channel moves at most, or None. NCCL's
+    kernel runs the tree's reduce up and broadcast down on thread groups of their own
+    (``runTreeSplit`` in src/device/all_reduce.h: ``nthreads/2 + 64`` of the 640 threads up,
+    the rest down), so a chunk going up moves at its group's rate even while nothing goes
+    down. Each group is given half a channel's copy rate: NCCL's model gives a tree direction
+    half the channel's figure (the tree's algorithm bandwidth is half its bus bandwidth,
+    ``ratio *= .5`` in ``ncclTopoTuneModel``, src/graph/tuning.cc), and the channel's copy
+    rate is ``perChMaxTreeBw``'s one-node column, as for the slice copies
+    (:func:`slice_staging`; an assumption there too). The threads' own split (384 and 256) is
+    not modelled. Simple only: collsim's LL and LL128 trees relay a whole chunk a hop where
+    NCCL passes lines on as they land (docs/nccl.md#algorithms-tree), a fill already slower
+    than NCCL's. None for every other family: their channels are one group."""
+    if family != "nccl_tree" or protocol != "Simple":
+        return None
+    return C.PER_CHANNEL_MAX_TREE_BW[row][0] * GB / TREE_THREAD_GROUPS
 
 
 def slot_credit(figures: NcclFigures, family: str, network_step: float) -> float | None:

@@ -7,6 +7,8 @@ Every rank but the root runs two sub-programs side by side, as NCCL's two thread
 *up* receives chunk i from its children (combining) while it passes chunk i-1 to its
 parent, and *down* receives chunk i from its parent while it passes chunk i-1 to its
 children. The root combines chunk i from its children while it sends chunk i-1 back down.
+The two groups' sends name their group (``Send.group``), so a cost model that caps a
+thread group charges each its own cap (docs/nccl.md#tree-split).
 Chunks are ``chunk_size`` bytes per channel: NCCL's Tree chunk with the Simple protocol,
 512 KiB, by default (docs/nccl.md#algorithms-chunks). Given ``units`` (and ``window``, chunks
 in flight per connection), sends are ordered and a chunk is forwarded in units inside a node
@@ -55,6 +57,10 @@ MAX_FILL_ERROR = 1 / 16  # the chunk cap keeps the pipeline's extra fill under t
 # hop's latency is paid once (docs/nccl.md, "Buffer slots per connection").
 WINDOW = 1
 NCCL_WINDOW = NCCL_STEPS  # the window NCCL itself keeps, for tests and benchmarks
+# The thread groups of a channel that runTreeSplit gives the reduce up and the broadcast down
+# (``Send.group``); where the cost model caps a group (``ProtocolCosts.group_cap``), each
+# moves at most that, even while the other is idle.
+UP_GROUP, DOWN_GROUP = 0, 1
 
 
 def _tree_lanes(layout: Layout) -> Lanes:
@@ -92,17 +98,20 @@ def _lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int, lane
         yield from relay_steps(regions, [(child, up, True) for child in children],
                                [(child, down) for child in children], lane, **pipelining)
         return
+    # NCCL's runTreeSplit: the reduce up and the broadcast down run on thread groups of
+    # their own (0 and 1); the root turns chunks around with all the channel's threads.
     yield Parallel([
         relay_steps(regions, [(child, up, True) for child in children], [(parent, up)], lane,
-                    **pipelining),
+                    group=UP_GROUP, **pipelining),
         relay_steps(regions, [(parent, down, False)], [(child, down) for child in children], lane,
-                    **pipelining),
+                    group=DOWN_GROUP, **pipelining),
     ])
 
 
 def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane: int,
                 window: int = 1, chunks: range | None = None, units: int = 1,
-                whole: Callable[[int], bool] | None = None, stream: bool = False) -> Program:
+                whole: Callable[[int], bool] | None = None, stream: bool = False,
+                group: int | None = None) -> Program:
     """Step i receives chunk i from each of ``receive`` ((peer, tags, combine)) while it
     sends chunk i-1 to each of ``send`` ((peer, tags), or (peer, tags, whether the peer
     passes the chunk on) for the sends' ``forwarding`` flag); empty steps are skipped. A
@@ -123,16 +132,17 @@ def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane:
     sent: a relay gathers a chunk before it sends it to a ``whole`` peer, but every chunk
     travels as ``units`` parts of its step, in turn, so its receiver passes each on as it
     lands (NCCL's proxy posts a step once the GPU has written all of it; the receiving GPU
-    reads each line as its flag lands)."""
+    reads each line as its flag lands). ``group``: the thread group of the channel that
+    sends (``Send.group``; None: the whole channel)."""
     mine = range(len(regions)) if chunks is None else chunks
     if whole is not None:
         yield from _relay_units(mine, regions, receive, send, lane, window, units, whole,
-                                stream)
+                                stream, group)
         return
     if window <= 1 or len(mine) <= 1:
-        yield from _relay(mine, regions, receive, send, lane)
+        yield from _relay(mine, regions, receive, send, lane, group)
         return
-    yield Parallel([_relay(mine[slot::window], regions, receive, send, lane)
+    yield Parallel([_relay(mine[slot::window], regions, receive, send, lane, group)
                     for slot in range(min(window, len(mine)))])
 
 
@@ -146,7 +156,7 @@ def _fused(receive: list, send: list) -> tuple[bool, list[tuple]]:
 
 
 def _relay(chunks: range, regions: list[tuple[int, int]], receive: list, send: list,
-           lane: int) -> Program:
+           lane: int, group: int | None = None) -> Program:
     """:func:`relay_steps` over the chunks numbered ``chunks``, one after another."""
     order = list(chunks)
     fused, targets = _fused(receive, send)
@@ -159,14 +169,14 @@ def _relay(chunks: range, regions: list[tuple[int, int]], receive: list, send: l
         if j >= 1:
             i = order[j - 1]
             ops += [Send(peer, tags[i], *regions[i], lane=lane, forwarded=fused,
-                         forwarding=passes_on) for peer, tags, passes_on in targets]
+                         forwarding=passes_on, group=group) for peer, tags, passes_on in targets]
         if ops:
             yield tuple(ops)
 
 
 def _relay_units(chunks: range, regions: list[tuple[int, int]], receive: list, send: list,
                  lane: int, window: int, units: int, whole: Callable[[int], bool],
-                 stream: bool = False) -> Program:
+                 stream: bool = False, group: int | None = None) -> Program:
     """Relay ``chunks`` in ordered messages: unit u of chunk i is tag index ``i·units + u``,
     a whole chunk has its first unit's; the pieces (units, or chunks where a hop is whole:
     with ``stream``, a hop it sends on) are dealt to ``window`` slots, each relaying its
@@ -203,7 +213,7 @@ def _relay_units(chunks: range, regions: list[tuple[int, int]], receive: list, s
             if j >= 1:
                 ops += [Send(peer, tags[t], offset, count, lane=lane, ordered=True,
                              forwarded=fused, forwarding=passes_on,
-                             parts=step_parts(mine[j - 1], peer))
+                             parts=step_parts(mine[j - 1], peer), group=group)
                         for peer, tags, passes_on in targets
                         for t, offset, count in messages(mine[j - 1], peer)]
             if ops:
