@@ -269,8 +269,8 @@ def test_auto_runs_nccls_point_to_point_program_for_alltoall():
             REGISTRY["alltoall", "direct"].program)
     try:
         auto = simulate(DGX, "alltoall", "auto", 8, MiB)
-        forced = simulate(DGX, "alltoall", "nccl_p2p", 8, MiB, {"channels": 1})
-        assert (auto.selected, auto.protocol, auto.channels) == ("nccl_p2p", "Simple", 1)
+        forced = simulate(DGX, "alltoall", "nccl_p2p", 8, MiB, {"channels": 32})
+        assert (auto.selected, auto.protocol, auto.channels) == ("nccl_p2p", "Simple", 32)
         assert auto.time_s == forced.time_s
     finally:
         if standing_in:

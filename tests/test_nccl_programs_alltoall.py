@@ -162,3 +162,48 @@ def test_closed_form_with_nccls_batches_on_the_switch():
         assert result.time_s == pytest.approx(result.analytic_time_s, rel=1e-9)
         assert result.analytic_time_s == pytest.approx(
             waves * 1.4e-6 + (p - 1) / p * size / 50e9, rel=1e-12), (p, params)
+
+
+def test_one_h100_node_moves_at_nccls_per_channel_figure():
+    """One DGX H100, 256 MiB: NCCL's layout gives each of the 7 peers 4 of the 32 p2p
+    channels, 28 channels holding one operation each (bit-reversed bases 16, 8, 24, 4, 20, 12,
+    28), and each channel moves half of NCCL's NVLink figure (20.6 / 2 = 10.3 GB/s), so a GPU
+    sends 7/8 of its buffer at 28 x 10.3 = 288.4 GB/s, below its NVLink reach: the call takes
+    that plus the launch and a step's latency."""
+    from collsim.api import load_topology
+    from collsim.calls.plan import plan
+
+    size, p = 256 << 20, 8
+    topology = load_topology("dgx-h100")
+    result = simulate(topology, "alltoall", "auto", p, size)
+    assert result.channels == 32
+    costs = plan(topology, "alltoall", "nccl_p2p", list(range(p)), size, {}).costs
+    assert costs.channel_cap == pytest.approx(10.3e9)
+    overhead = result.time_s - (p - 1) / p * size / (28 * 10.3e9)
+    assert 0 < overhead < 40e-6
+
+
+def test_a_channels_figure_is_shared_by_the_operations_it_runs_at_once():
+    """One channel running all 7 peers of a DGX H100 in one batch moves 10.3 GB/s in all
+    (each operation a seventh), not 10.3 each: 1 GiB takes 7/8 GiB at 10.3 GB/s."""
+    from collsim.api import load_topology
+
+    size, p = 1 << 30, 8
+    topology = load_topology("dgx-h100")
+    one = simulate(topology, "alltoall", "nccl_p2p", p, size,
+                   {"channels": 1, "peer_channels": 1, "batch": 8})
+    assert one.time_s == pytest.approx((p - 1) / p * size / 10.3e9, rel=0.01)
+    four = simulate(topology, "alltoall", "nccl_p2p", p, size,
+                    {"channels": 4, "peer_channels": 4, "batch": 8})
+    assert four.time_s == pytest.approx(one.time_s / 4, rel=0.01)
+
+
+def test_across_nodes_no_channel_is_held_to_the_nvlink_figure():
+    """The per-channel NVLink figure is a one-node rule: across nodes the network's p2p
+    figure and the links bound the call, as before."""
+    from collsim.api import load_topology
+    from collsim.calls.plan import plan
+
+    topology = load_topology("h100-cluster", set={"nodes": 2})
+    costs = plan(topology, "alltoall", "nccl_p2p", list(range(16)), 1 << 30, {}).costs
+    assert costs.channel_cap is None

@@ -337,3 +337,18 @@ def test_a_simple_tree_channels_halves_each_move_half_its_one_node_figure(nodes)
     for family, protocol in (("nccl_tree", "LL128"), ("nccl_tree", "LL"), ("ring", "Simple"),
                              ("nvls_tree", "Simple"), ("collnet_chain", "Simple")):
         assert cost_model(topology, family, protocol, gpus).group_cap is None
+
+
+@pytest.mark.parametrize(("name", "per_channel"), [("dgx-h100", 10.3e9), ("dgx-a100", 10e9),
+                                                   ("gb300-nvl72", 20.05e9)])
+def test_an_alltoall_channel_on_one_node_carries_half_nccls_nvlink_figure(name, per_channel):
+    """ncclTopoGetNchannels gives a peer over NVLink two channels per NVLink (20.6 GB/s on
+    Hopper, 20.0 on Ampere, 40.1 on Blackwell); across nodes the model is left as it is."""
+    from collsim.nccl.protocols import p2p_nvlink_cap
+
+    topology = preset(name)
+    one = p2p_nvlink_cap(cost_model(topology, "ring", "Simple", [0, 1]),
+                         topology.machine.gpu.arch)
+    assert one.channel_cap == pytest.approx(per_channel)
+    assert p2p_nvlink_cap(cost_model(CLUSTER, "ring", "Simple"), 90) == \
+        cost_model(CLUSTER, "ring", "Simple")

@@ -102,7 +102,7 @@ def pick(topology: Topology, collective: str, size: int, gpus: Sequence[int],
             raise InputError(f"collsim has no program for what NCCL runs as {collective}; "
                              f"measured logs may be of {', '.join(calibrated())}",
                              key="collective")
-        channels = None  # alltoall's program: its own channel count (one), not NCCL's
+        channels = None  # alltoall's program: NCCL's p2p channels, from its own plan
         if fallback == POINT_TO_POINT.get(collective) and collective == "sendrecv":
             call = CallSpec(topology, collective, fallback, len(gpus), size, {})
             channels = textbook_channels(call, gpus)  # NCCL's p2p channels of the size

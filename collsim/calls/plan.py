@@ -39,6 +39,7 @@ from collsim.nccl.protocols import (
     cost_model,
     nccl_figures,
     p2p_network_cap,
+    p2p_nvlink_cap,
     p2p_reach,
     p2p_slices,
 )
@@ -140,6 +141,10 @@ def plan_call(call: CallSpec, gpus: Sequence[int]) -> Plan:
             # figure across the network (an alltoall lane can stand for several of NCCL's
             # channels at once, so it is not capped)
             model = p2p_network_cap(model)
+        if collective == "alltoall" and algorithm == POINT_TO_POINT["alltoall"] \
+                and nccl_system(topology, gpus).gpu_link != "pcie":
+            # on one node over NVLink, every peer at once: each channel at NCCL's figure
+            model = p2p_nvlink_cap(model, topology.machine.gpu.arch)
         if has_channels:
             params["channels"] = textbook_channels(call, gpus) if channels == "auto" \
                 else channels
@@ -194,23 +199,20 @@ def textbook_channels(call: CallSpec, gpus: Sequence[int]) -> int:
         return 1
     system = nccl_system(call.topology, gpus)
     if call.collective == "alltoall":
-        return p2p_channels(system)[0] if system.nodes > 1 else 1
+        return p2p_channels(system)[0]
     return operation_channels(system, call.size_bytes)
 
 
 def p2p_layout(call: CallSpec, gpus: Sequence[int], channels: int) -> CallParams:
-    """What NCCL's p2p path implies for its alltoall program on ``channels`` channels across
-    nodes: each operation (size / ranks bytes) cut into the parts NCCL gives it, and NCCL's
-    batch of operations a channel runs at once. Nothing for other programs, nor on one node,
-    where the program keeps one round at a time per channel: NCCL runs every peer at once
-    there too, but what then bounds it, the p2p kernel's copy rate per channel, is not
-    modelled (docs/misses.md#alltoall)."""
+    """What NCCL's p2p path implies for its alltoall program on ``channels`` channels: each
+    operation (size / ranks bytes) cut into the parts NCCL gives it, and NCCL's batch of
+    operations a channel runs at once (on one node too, where over NVLink the cost model caps
+    each channel at NCCL's per-channel figure: :func:`p2p_nvlink_cap`). Nothing for other
+    programs."""
     if call.collective != "alltoall" or call.algorithm != POINT_TO_POINT["alltoall"] \
             or len(gpus) < 2:
         return {}
     system = nccl_system(call.topology, gpus)
-    if system.nodes < 2:
-        return {}
     parts = operation_channels(system, call.size_bytes // len(gpus))
     return {"peer_channels": min(parts, channels), "batch": PER_BATCH}
 

@@ -235,6 +235,9 @@ SM80_NVLINK_BW = 20.0
 SM86_NVLINK_BW = 12.0            # exactly SM86 (A40, RTX 30x0 bridges)
 SM90_NVLINK_BW = 20.6
 SM100_NVLINK_BW = 40.1
+# Channels NCCL gives a peer per NVLink of the path to it (ncclTopoGetNchannels,
+# src/graph/paths.cc: 2 * (path bandwidth / ncclTopoNVLinkBw)).
+P2P_CHANNELS_PER_NVLINK = 2
 
 
 def nvlink_bandwidth(arch: int) -> float:

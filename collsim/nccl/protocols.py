@@ -48,6 +48,8 @@ What goes in (physical, or NCCL's measured engine limits):
   :func:`nvls_tree_share`, as NCCL's model prices its in-node part; on a PCIe switch's
   uplink, where NCCL stages GPU pairs through host memory (:mod:`collsim.nccl.shm`), x SHM's
   share; x the protocol's declared ``efficiency`` (at most 1 on the links).
+- ``channel_cap`` of an alltoall on one node over NVLink (:func:`p2p_nvlink_cap`): half
+  NCCL's figure for one NVLink, the rate by which NCCL gives a peer its channels.
 - ``net_channel_cap`` (point-to-point sends only, :func:`p2p_network_cap`): the payload B/s
   one channel moves on a route across the network, NCCL's ``NCCL_P2P_PER_CHANNEL_NET_BW``.
 - ``channel_cap`` (payload B/s one channel moves, per GPU) and ``gpu_cap`` (payload B/s a GPU
@@ -345,6 +347,22 @@ def p2p_network_cap(model: CostModel) -> CostModel:
     if not isinstance(model, ProtocolCosts) or model.nodes <= 1:
         return model
     return replace(model, net_channel_cap=P2P_PER_CHANNEL_NET_GBPS * GB)
+
+
+def p2p_nvlink_cap(model: CostModel, arch: int) -> CostModel:
+    """``model`` for NCCL's grouped point-to-point operations on one node over NVLink
+    (alltoall), each channel moving at most half of NCCL's figure for one NVLink
+    (``ncclTopoNVLinkBw``), shared by the operations its thread block runs at once. NCCL gives
+    a peer over NVLink two channels per NVLink of the path between them
+    (``ncclTopoGetNchannels``, src/graph/paths.cc), as it gives a peer across the network
+    channels of ``NCCL_P2P_PER_CHANNEL_NET_BW`` each (:func:`p2p_network_cap`); reading that
+    as a channel's rate is an assumption (docs/nccl.md#p2p-nvlink). Across nodes ``model``
+    as is."""
+    if not isinstance(model, ProtocolCosts) or model.nodes > 1:
+        return model
+    rate = C.nvlink_bandwidth(arch) / C.P2P_CHANNELS_PER_NVLINK * GB
+    cap = rate if model.channel_cap is None else min(model.channel_cap, rate)
+    return replace(model, channel_cap=cap)
 
 
 def p2p_reach(model: CostModel, figures: NcclFigures) -> CostModel:
