@@ -271,6 +271,21 @@ def slot_credit(figures: NcclFigures, family: str, network_step: float) -> float
     return network_step
 
 
+def with_ring_chunk_slots(model: CostModel, collective: str) -> CostModel:
+    """``model`` with a Simple ring chunk counted as the slots NCCL gives it: ``CHUNKSTEPS``
+    of the connection's ``NCCL_STEPS`` whatever its bytes, so a connection across the
+    network holds ``NCCL_STEPS / CHUNKSTEPS`` chunks (2 for allreduce, allgather and
+    reducescatter). The kernel's ``genericOp`` runs ``SlicePerChunk`` slices a chunk, empty
+    ones too, and each moves the connection's step by ``StepPerSlice`` however few bytes it
+    carries (``waitPeer``, ``postPeer`` in src/device/prims_simple.h); a sender waits until
+    its step is within ``NCCL_STEPS`` of the slots given back. Unchanged elsewhere: other
+    protocols and families send one step a message, which ``slots`` already counts."""
+    if not isinstance(model, ProtocolCosts) or model.family != "ring" \
+            or model.protocol != "Simple" or collective not in C.CHUNK_STEPS:
+        return model
+    return replace(model, slots=C.NCCL_STEPS // C.CHUNK_STEPS[collective][0])
+
+
 def slice_staging(protocol: str, row: int, buffer: float,
                   unpack: bool = False) -> tuple[float, float, float]:
     """(slice payload bytes, seconds per byte of a channel's write of it, of its read) that
