@@ -31,7 +31,7 @@ class Posted:
     receiver and receive; whether it has started moving and been delivered."""
 
     __slots__ = ("sender", "send", "size", "receiver", "recv", "started", "delivered",
-                 "connection", "key")
+                 "connection", "key", "consumed")
 
     def __init__(self, sender: RankState, send: Send, size: int, key: tuple) -> None:
         self.sender = sender
@@ -43,6 +43,7 @@ class Posted:
         self.delivered = False
         self.connection: Connection | None = None
         self.key = key  # its rendezvous key: which receiver (orbit image) it goes to
+        self.consumed = 0.0  # seconds from its take to its last slice copied out of the slot
 
 
 class Connection:
@@ -155,9 +156,12 @@ class BufferedSends:
         route = self._capped_route(sender.gpu, target, send.lane) if self.capped else None
         staging = self._staging
         if staging is not None:  # the GPU's copies of a slice on a network hop
-            route = staging.route(sender.gpu, target, message.size,
-                                  self.job.lane_weight(send.lane), send,
-                                  route or self.fabric.route(sender.gpu, target))
+            weight = self.job.lane_weight(send.lane)
+            route = route or self.fabric.route(sender.gpu, target)
+            if connection.slots is not None:
+                message.consumed = staging.consumed(sender.gpu, target, message.size, weight,
+                                                    send, route)
+            route = staging.route(sender.gpu, target, message.size, weight, send, route)
         line = (self, sender.gpu, target, send.lane) if send.ordered else None
         self.fabric.transfer(sender.gpu, target, message.size, self._arrived, message,
                              route, line, self._drained)
@@ -194,7 +198,7 @@ class BufferedSends:
             self._free(message)
         else:
             connection.returning += 1
-            call_later(self.env, connection.credit, self._free, message)
+            call_later(self.env, message.consumed + connection.credit, self._free, message)
         receiver, recv = message.receiver, message.recv
         if recv.reduce and receiver.gamma:
             self._combine(receiver, recv.count, recv.lane)

@@ -118,6 +118,7 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         latency, bottleneck = pattern.latency, pattern.bottleneck
         transfers += p
         size = np.asarray(exchange.counts, dtype=np.int64) * itemsize
+        consumed = 0.0  # Staging.consumed: from a take to its slot's last slice copied out
         if staging is not None and pattern.crossing.any():
             # Staging.route: the slice delay, less what a passed-on message's slices hide,
             # on the pairs whose route crosses the network
@@ -129,6 +130,9 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
                     hidden = np.minimum(latency, np.maximum(
                         0.0, (size - weight * staging.slice_bytes) / bottleneck))
                     staged = latency - hidden
+                    if counted is not None:
+                        consumed = np.where(pattern.crossing & (size > 0), hidden + np.minimum(
+                            size / weight, staging.slice_bytes) * staging.read_seconds, 0.0)
                 delay = np.minimum(size / weight, staging.slice_bytes) * seconds
                 latency = np.where(pattern.crossing & (size > 0), staged + delay, latency)
         if buffering:
@@ -162,9 +166,10 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         done[senders] = drained if buffering else delivered
         received = np.maximum(delivered, ready[receivers]) if buffering else delivered
         if room is not None:  # taken by its receiver then; across the network, its slot
-            # is free a credit later (Call._take's call_later: taken + credit)
+            # is free a credit later (Call._take's call_later: taken + consumed + credit)
             room.sent(received if counted is None or not pattern.crossing.any() else
-                      np.where(pattern.crossing, received + counted[1], received), senders, p)
+                      np.where(pattern.crossing, received + consumed + counted[1], received),
+                      senders, p)
         if exchange.reduce and gamma:
             lane = exchange.lane
             share = job.lane_weight(lane) / lanes_total if 0 <= lane < len(job.lanes) else 1.0

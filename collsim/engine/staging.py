@@ -99,6 +99,21 @@ class Staging:
         latency (module docstring)."""
         return min(latency, max(0.0, (size - weight * self.slice_bytes) / bottleneck))
 
+    def consumed(self, src: int, dst: int, size: float, weight: float, send: Send,
+                 route: Route) -> float:
+        """Seconds after its delivery until the receiving GPU has copied the last slice of a
+        message it passes on out of the connection's slot (``route`` as the fabric gives it,
+        before :meth:`route`): the latency its slices hid, then one slice's read. NCCL gives a
+        slot back only then (the receive's ``postPeer`` follows the slice's copy in
+        ``genericOp``, src/device/prims_simple.h). 0 for a message read before its delivery
+        (its receiver does not pass it on), one that moves no bytes or stays off the
+        network."""
+        if not send.forwarding or size <= 0 or not self.crosses(src, dst):
+            return 0.0
+        _, latency, bottleneck = route
+        return self.hidden(size, weight, latency, bottleneck) + \
+            self.delay(size, weight, self.read_seconds)
+
     def route(self, src: int, dst: int, size: float, weight: float, send: Send,
               route: Route) -> Route:
         """``route`` with its latency lengthened by the slice delay of ``send`` and, when its
