@@ -126,14 +126,15 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
             if seconds > 0 or exchange.forwarding:
                 weight = job.lane_weight(exchange.lane)
                 staged = latency
+                piece = np.minimum(size / weight / staging.slices, staging.slice_bytes)
                 if exchange.forwarding:
                     hidden = np.minimum(latency, np.maximum(
-                        0.0, (size - weight * staging.slice_bytes) / bottleneck))
+                        0.0, (size - weight * piece) / bottleneck))
                     staged = latency - hidden
                     if counted is not None:
-                        consumed = np.where(pattern.crossing & (size > 0), hidden + np.minimum(
-                            size / weight, staging.slice_bytes) * staging.read_seconds, 0.0)
-                delay = np.minimum(size / weight, staging.slice_bytes) * seconds
+                        consumed = np.where(pattern.crossing & (size > 0),
+                                            hidden + piece * staging.read_seconds, 0.0)
+                delay = piece * seconds
                 latency = np.where(pattern.crossing & (size > 0), staged + delay, latency)
         if buffering:
             # A buffered send starts when posted; Fabric.transfer: drain = now + size/

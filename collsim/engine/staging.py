@@ -51,14 +51,16 @@ class Staging:
     """The slice delay of one cost model on one topology (module docstring), with each
     GPU pair's answer to whether its route crosses the network kept."""
 
-    __slots__ = ("slice_bytes", "write_seconds", "read_seconds", "topology", "_crosses")
+    __slots__ = ("slice_bytes", "write_seconds", "read_seconds", "topology", "_crosses",
+                 "slices")
 
     def __init__(self, slice_bytes: float, write_seconds: float, read_seconds: float,
-                 topology: Topology) -> None:
+                 topology: Topology, slices: int = 1) -> None:
         self.slice_bytes = slice_bytes
         self.write_seconds = write_seconds
         self.read_seconds = read_seconds
         self.topology = topology
+        self.slices = slices
         self._crosses: dict[tuple[int, int], bool] = {}
 
     @classmethod
@@ -69,7 +71,7 @@ class Staging:
         read = float(getattr(model, "read_seconds", 0.0) or 0.0)
         if slice_bytes <= 0:
             return None
-        return cls(slice_bytes, write, read, topology)
+        return cls(slice_bytes, write, read, topology, int(getattr(model, "slices", 1) or 1))
 
     def crosses(self, src: int, dst: int) -> bool:
         """Whether the route from endpoint ``src`` to ``dst`` crosses the network."""
@@ -86,10 +88,16 @@ class Staging:
         return (0.0 if forwarded else self.write_seconds) + \
             (0.0 if forwarding else self.read_seconds)
 
+    def piece(self, size: float, weight: float) -> float:
+        """Payload bytes of one slice (per channel) of a message of ``size`` bytes on a lane
+        of ``weight`` channels: its share of ``slices``, at most ``slice_bytes`` (NCCL cuts a
+        chunk into ``SlicePerChunk`` slices of a step's ``StepPerSlice`` at most)."""
+        return min(size / weight / self.slices, self.slice_bytes)
+
     def delay(self, size: float, weight: float, seconds: float) -> float:
         """Seconds a message of ``size`` payload bytes on a lane of ``weight`` channels waits
         for copies of ``seconds`` a byte of one slice (per channel)."""
-        return min(size / weight, self.slice_bytes) * seconds
+        return self.piece(size, weight) * seconds
 
     def hidden(self, size: float, weight: float, latency: float, bottleneck: float) -> float:
         """Seconds of a route's ``latency`` that a message of ``size`` payload bytes on a
@@ -97,7 +105,7 @@ class Staging:
         its bytes after each channel's first slice, leaving at ``bottleneck`` B/s (the
         route's rate alone on it, so never more than a shared link grants), at most the
         latency (module docstring)."""
-        return min(latency, max(0.0, (size - weight * self.slice_bytes) / bottleneck))
+        return min(latency, max(0.0, (size - weight * self.piece(size, weight)) / bottleneck))
 
     def consumed(self, src: int, dst: int, size: float, weight: float, send: Send,
                  route: Route) -> float:

@@ -114,6 +114,7 @@ class ProtocolCosts:
     net_channel_cap: float | None = None  # payload B/s of one channel across the network
     slot_credit: float | None = None  # seconds a taken slot across the network takes to free
     slots: int = C.NCCL_STEPS           # messages a connection across the network holds
+    slices: int = 1                     # slices a message is cut into (NCCL's SlicePerChunk)
 
     @property
     def launch(self) -> float:
@@ -146,7 +147,7 @@ class ProtocolCosts:
         return (self.family, self.protocol, steps, tuple(sorted(self.efficiency.items())),
                 self.wire_ratio, self.channel_cap, self.gpu_cap, self.nodes, self.own_latency,
                 self.send_buffer, self.slice_bytes, self.write_seconds, self.read_seconds,
-                self.net_channel_cap)
+                self.net_channel_cap, self.slots, self.slices)
 
 
 def nccl_figures(topology: Topology) -> NcclFigures | None:
@@ -275,15 +276,17 @@ def with_ring_chunk_slots(model: CostModel, collective: str) -> CostModel:
     """``model`` with a Simple ring chunk counted as the slots NCCL gives it: ``CHUNKSTEPS``
     of the connection's ``NCCL_STEPS`` whatever its bytes, so a connection across the
     network holds ``NCCL_STEPS / CHUNKSTEPS`` chunks (2 for allreduce, allgather and
-    reducescatter). The kernel's ``genericOp`` runs ``SlicePerChunk`` slices a chunk, empty
-    ones too, and each moves the connection's step by ``StepPerSlice`` however few bytes it
+    reducescatter), each cut into ``CHUNKSTEPS / SLICESTEPS`` slices (2). The kernel's
+    ``genericOp`` runs ``SlicePerChunk`` slices a chunk, of half its bytes and empty ones
+    too, and each moves the connection's step by ``StepPerSlice`` however few bytes it
     carries (``waitPeer``, ``postPeer`` in src/device/prims_simple.h); a sender waits until
     its step is within ``NCCL_STEPS`` of the slots given back. Unchanged elsewhere: other
     protocols and families send one step a message, which ``slots`` already counts."""
     if not isinstance(model, ProtocolCosts) or model.family != "ring" \
             or model.protocol != "Simple" or collective not in C.CHUNK_STEPS:
         return model
-    return replace(model, slots=C.NCCL_STEPS // C.CHUNK_STEPS[collective][0])
+    chunk_steps, slice_steps = C.CHUNK_STEPS[collective]
+    return replace(model, slots=C.NCCL_STEPS // chunk_steps, slices=chunk_steps // slice_steps)
 
 
 def slice_staging(protocol: str, row: int, buffer: float,
