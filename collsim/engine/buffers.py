@@ -5,7 +5,9 @@ receiver (a :class:`Posted`) until its receive is posted, which frees its room. 
 does not fit waits for room or for its receive. Where the model counts slots across the
 network (:func:`collsim.engine.costs.slot_credit`), such a connection also holds at most its
 slots' count of messages, and a taken message frees its room and slot a credit's latency
-later (NCCL's clear-to-send crossing back); a send whose receive is posted then still waits
+later (NCCL's clear-to-send crossing back), one its receiver passes on only after the
+receiver has copied its last slice out as well (:meth:`Staging.consumed
+<collsim.engine.staging.Staging.consumed>`); a send whose receive is posted then still waits
 for a slot while one is on its way back. :class:`BufferedSends` is the part of
 :class:`collsim.engine.simulation.Call` that does this."""
 

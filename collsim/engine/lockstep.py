@@ -207,8 +207,8 @@ class Room:
     order); when a rank's earlier messages may still fill the buffer the steps go back to
     the events, which hold the send until there is room. Under a slot count k is at most the
     slots, and a message across the network counts as taken a credit after its receiver took
-    it (:meth:`sent` is given those times): the slot count is applied to every pair, which
-    only errs to the events.
+    it (and, if passed on, copied its last slice out; :meth:`sent` is given those times): the
+    slot count is applied to every pair, which only errs to the events.
     """
 
     DEPTH = 64  # steps of take times kept: k is capped here, which only errs to the events

@@ -9,10 +9,12 @@ protocol) the receiving GPU reads a slice only once all of it has arrived
 optional fields: ``slice_bytes``, the payload bytes of the unit the proxy forwards whole (per
 channel), and ``write_seconds`` and ``read_seconds``, the seconds per payload byte of one
 channel's write of a slice into the connection's buffer and of its read out of it (0: the
-protocol does not wait for it). A message of ``size`` bytes on a lane of ``weight`` channels
-whose route crosses a network link is delivered ``min(size / weight, slice_bytes)`` times
-the seconds of the copies it waits for later: one delay per message, its bytes still leaving
-at the rate the fabric grants. A send that passes on, in the same pass, what its rank's
+protocol does not wait for it), and ``slices``, how many slices a message is cut into (1;
+NCCL's ring cuts a Simple chunk into 2 of half its bytes, whatever its size). A message of
+``size`` bytes on a lane of ``weight`` channels whose route crosses a network link is
+delivered ``min(size / weight / slices, slice_bytes)`` times the seconds of the copies it
+waits for later: one delay per message, its bytes still leaving at the rate the fabric
+grants. A send that passes on, in the same pass, what its rank's
 previous receive brought (:attr:`~collsim.program.Send.forwarded`: NCCL's fused
 receive-and-send steps) waits for no write, the previous slices' arrival pacing it; one whose
 receiver passes it on so (:attr:`~collsim.program.Send.forwarding`) waits for no read.
@@ -21,8 +23,9 @@ The same fused step passes each slice on as soon as that slice has arrived, not 
 whole message has: a message its receiver passes on is delivered, for the step that follows,
 its latency earlier by the time its bytes after the first slice take to leave at the route's
 rate (at most its latency; :meth:`Staging.hidden`). So a ring of network hops pays a hop's
-latency once a loop, where the slices of a message outlast it, not once a step. A model
-without ``slice_bytes`` charges and hides nothing.
+latency once a loop, where the slices of a message outlast it, not once a step. Its slot
+across the network comes back only once the receiver has copied its last slice out
+(:meth:`Staging.consumed`). A model without ``slice_bytes`` charges and hides nothing.
 """
 
 from __future__ import annotations

@@ -39,6 +39,10 @@ What goes in (physical, or NCCL's measured engine limits):
   for the sender this many seconds later: NCCL's network step latency (the same figure a
   message across the network pays, before halving for a reducing switch), the clear-to-send
   crossing back (:func:`slot_credit`, docs/nccl.md#algorithms-buffers). None elsewhere.
+- ``slots``, ``slices``: the messages such a connection holds (``NCCL_STEPS``) and the slices
+  a message is cut into (1); a Simple ring chunk of allreduce, allgather or reducescatter
+  takes 4 slots whatever its bytes and is 2 slices of half its bytes
+  (:func:`with_ring_chunk_slots`, set by :mod:`collsim.calls.plan`; docs/nccl.md#chunk-slots).
 - ``wire_ratio``: LL sends 8 data bytes per 16-byte line (2.0), LL128 120 per 128 (128/120),
   Simple 1.0.
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
