@@ -383,6 +383,57 @@ def test_nccl_counts_slots_where_the_transport_clears_them():
     assert cost_model(p5, "nvls", "Simple").slot_credit is None
 
 
+def test_two_slots_pay_a_round_trip_every_two_messages():
+    """A Simple ring chunk's 2 slots a connection (NCCL_STEPS / CHUNKSTEPS): 16 messages of b
+    seconds, credit c > b. Messages 2j and 2j + 1 leave at jP and jP + b, P = b + alpha + c
+    (message 2j's slot is message 2j - 2's, back at its arrival plus c; message 2j + 1's
+    frees, b later, when 2j has drained): the last leaves at 7P + b and arrives at
+    9b + 8alpha + 7c."""
+    topology, alpha, bandwidth = across_the_network(5 * US)
+    count = 12_500                         # 50 kB: b = 1 us on a 50 GB/s NIC
+    b, credit = 4 * count / bandwidth, 20 * US
+    two = SlotCosts(per_message=5 * US, send_buffer=math.inf, slot_credit=credit, slots=2)
+    finish = TimingEngine(topology, [0, 8], Job("broadcast", 2, 1), stream(count, 16, 0.0),
+                          costs=two).run().finish
+    assert finish[1] == pytest.approx(9 * b + 8 * alpha + 7 * credit, rel=1e-9)
+
+
+def _ring_slots(topology, collective: str, algorithm: str, protocol: str) -> int:
+    from collsim.callspec import CallSpec
+    from collsim.simulate import make_call
+    call = CallSpec(topology, collective, algorithm, 16, 2**24, {"protocol": protocol})
+    return make_call(call)[2].costs.slots
+
+
+def test_a_simple_ring_chunk_holds_chunksteps_of_a_connections_slots():
+    """NCCL's Simple ring chunk moves a connection's step by CHUNKSTEPS = 4 of its 8 slots
+    whatever its bytes (allreduce, allgather, reducescatter): 2 chunks a connection.
+    Broadcast's one-step chunks, LL128's steps and the tree's keep 8."""
+    topology = load_topology("topologies/h100-cluster.yaml", {"nodes": 2})
+    assert [_ring_slots(topology, c, "ring", "Simple")
+            for c in ("allreduce", "allgather", "reducescatter")] == [2, 2, 2]
+    assert _ring_slots(topology, "broadcast", "ring", "Simple") == 8
+    assert _ring_slots(topology, "allgather", "ring", "LL128") == 8
+    assert _ring_slots(topology, "allreduce", "nccl_tree", "Simple") == 8
+
+
+@pytest.mark.parametrize("size, slower", [(2**24, True), (2**30, False)])
+def test_chunk_slots_bind_below_a_full_chunk_and_not_at_it(size, slower):
+    """A ring allgather across 2 nodes of H100: at 16 MiB (64 KiB chunks) 2 chunks in flight
+    a connection, each slot back a network step after its receiver took it, hold the ring
+    back against 8; at 1 GiB (full 2 MiB chunks) the 4 MiB buffer already held 2, so the
+    time is the same to the bit."""
+    from collsim.callspec import CallSpec
+    from collsim.simulate import make_call
+    topology = load_topology("topologies/h100-cluster.yaml", {"nodes": 2})
+    chosen = get_algorithm("allgather", "ring")
+    job, gpus, planned = make_call(CallSpec(topology, "allgather", "ring", 16, size,
+                                            {"protocol": "Simple"}), chosen)
+    times = [TimingEngine(topology, gpus, job, chosen.program, costs).run().time
+             for costs in (planned.costs, dataclasses.replace(planned.costs, slots=8))]
+    assert (times[0] > 1.5 * times[1]) if slower else (times[0] == times[1])
+
+
 def test_the_symmetric_path_counts_slots_as_every_rank_does():
     """A ring LL allreduce of 1 MiB on 4 nodes of p5 (EFA), where the slots bind: the
     symmetric path (one rank per orbit) gives every rank's events' finish times to the bit,

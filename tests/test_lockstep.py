@@ -387,3 +387,24 @@ def test_a_slot_that_binds_sends_the_ring_to_the_events_and_one_that_does_not_st
         same(quick, full)
         paths.append(quick.path)
     assert paths == ["lockstep", "full"]
+
+
+@settings(max_examples=12, deadline=None)
+@given(nodes=st.integers(2, 3), mib=st.integers(1, 96),
+       collective=st.sampled_from(["allreduce", "allgather", "reducescatter"]))
+def test_a_simple_rings_chunk_slots_stay_exact_or_fall_back(nodes, mib, collective):
+    """NCCL's Simple ring on H100 nodes as planned (2 chunks of 2 slices a connection across
+    the network, a passed-on chunk's slot back after its last slice's copy and the credit):
+    the lockstep path runs only where every send found a slot, then to the bit."""
+    from collsim.callspec import CallSpec
+    from collsim.simulate import make_call
+    topology = load_topology(CLUSTER, {"nodes": nodes})
+    algorithm = get_algorithm(collective, "ring")
+    job, gpus, planned = make_call(CallSpec(topology, collective, "ring", 8 * nodes,
+                                            mib * 2**20, {"protocol": "Simple"}), algorithm)
+    assert planned.costs.slots == 2 and planned.costs.slices == 2
+    quick = TimingEngine(topology, gpus, job, algorithm.program, planned.costs,
+                         steps=algorithm.lockstep).run()
+    full = TimingEngine(topology, gpus, job, algorithm.program, planned.costs,
+                        lockstep=False).run()
+    assert quick.finish == full.finish and quick.transfers == full.transfers

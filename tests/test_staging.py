@@ -237,3 +237,29 @@ def test_one_node_hides_nothing():
     topology = _cluster()
     gpus = list(range(topology.gpus_per_node))
     assert _latency_hidden(topology, "allreduce", 64 * MIB, gpus) == 0.0
+
+
+def test_a_chunk_of_two_slices_is_copied_hidden_and_given_back_by_halves():
+    """A Simple ring chunk is 2 slices (``slices`` = 2): a 512 KiB chunk a channel is
+    copied 256 KiB at a time, passed on hides its bytes after the first 256 KiB (at most the
+    latency), and gives its slot back that hidden time plus one 256 KiB read after its
+    delivery; a 4 MiB one is cut at the 1 MiB slice. Off the network nothing."""
+    from collsim.program import Send
+    topology = _cluster()
+    costs = dataclasses.replace(cost_model(topology, "ring", "Simple"), slices=2)
+    staging = Staging.of(costs, topology)
+    assert staging.slices == 2
+    kib = 1024
+    assert staging.piece(512 * kib, 1) == 256 * kib
+    assert staging.piece(1024 * kib, 2) == 256 * kib   # a lane of 2 channels: per channel
+    assert staging.piece(4 * MIB, 1) == MIB
+    latency, rate = 14e-6, 25e9
+    assert staging.hidden(512 * kib, 1, latency, rate) == pytest.approx(256 * kib / rate)
+    assert staging.hidden(4 * MIB, 1, latency, rate) == latency
+    passed_on = Send(1, 0, 0, 1, forwarding=True)
+    across = (0, topology.gpus_per_node)
+    route = ((), latency, rate)
+    assert staging.consumed(*across, 512 * kib, 1, passed_on, route) == pytest.approx(
+        256 * kib / rate + 256 * kib * staging.read_seconds)
+    assert staging.consumed(*across, 512 * kib, 1, Send(1, 0, 0, 1), route) == 0.0
+    assert staging.consumed(0, 1, 512 * kib, 1, passed_on, route) == 0.0

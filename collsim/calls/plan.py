@@ -42,6 +42,7 @@ from collsim.nccl.protocols import (
     p2p_nvlink_cap,
     p2p_reach,
     p2p_slices,
+    with_ring_chunk_slots,
 )
 from collsim.nccl.ring_block import with_ring_send_cap
 from collsim.nccl.system import NcclSystem
@@ -181,6 +182,8 @@ def plan_call(call: CallSpec, gpus: Sequence[int]) -> Plan:
             model = with_ring_send_cap(model, collective, len(gpus),
                                        topology.machine.gpu.arch, graph.channels,
                                        graph.bw_intra)
+        # a chunk holds CHUNKSTEPS of the connection's slots, however small
+        model = with_ring_chunk_slots(model, collective)
     return Plan(params, model if costs is None else costs, None if costs is not None else protocol,
                 channels if has_channels else None)
 

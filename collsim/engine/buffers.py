@@ -5,7 +5,9 @@ receiver (a :class:`Posted`) until its receive is posted, which frees its room. 
 does not fit waits for room or for its receive. Where the model counts slots across the
 network (:func:`collsim.engine.costs.slot_credit`), such a connection also holds at most its
 slots' count of messages, and a taken message frees its room and slot a credit's latency
-later (NCCL's clear-to-send crossing back); a send whose receive is posted then still waits
+later (NCCL's clear-to-send crossing back), one its receiver passes on only after the
+receiver has copied its last slice out as well (:meth:`Staging.consumed
+<collsim.engine.staging.Staging.consumed>`); a send whose receive is posted then still waits
 for a slot while one is on its way back. A message that is one of a step's parts
 (:attr:`~collsim.program.Send.parts`) holds that share of a slot. :class:`BufferedSends`
 is the part of :class:`collsim.engine.simulation.Call` that does this."""
@@ -34,7 +36,7 @@ class Posted:
     receiver and receive; whether it has started moving and been delivered."""
 
     __slots__ = ("sender", "send", "size", "receiver", "recv", "started", "delivered",
-                 "connection", "key")
+                 "connection", "key", "consumed")
 
     def __init__(self, sender: RankState, send: Send, size: int, key: tuple) -> None:
         self.sender = sender
@@ -46,6 +48,7 @@ class Posted:
         self.delivered = False
         self.connection: Connection | None = None
         self.key = key  # its rendezvous key: which receiver (orbit image) it goes to
+        self.consumed = 0.0  # seconds from its take to its last slice copied out of the slot
 
 
 class Connection:
@@ -163,9 +166,12 @@ class BufferedSends:
             if self.capped else None
         staging = self._staging
         if staging is not None:  # the GPU's copies of a slice on a network hop
-            route = staging.route(sender.gpu, target, message.size,
-                                  self.job.lane_weight(send.lane), send,
-                                  route or self.fabric.route(sender.gpu, target))
+            weight = self.job.lane_weight(send.lane)
+            route = route or self.fabric.route(sender.gpu, target)
+            if connection.slots is not None:
+                message.consumed = staging.consumed(sender.gpu, target, message.size, weight,
+                                                    send, route)
+            route = staging.route(sender.gpu, target, message.size, weight, send, route)
         line = (self, sender.gpu, target, send.lane) if send.ordered else None
         self.fabric.transfer(sender.gpu, target, message.size, self._arrived, message,
                              route, line, self._drained)
@@ -202,7 +208,7 @@ class BufferedSends:
             self._free(message)
         else:
             connection.returning += 1
-            call_later(self.env, connection.credit, self._free, message)
+            call_later(self.env, message.consumed + connection.credit, self._free, message)
         receiver, recv = message.receiver, message.recv
         if recv.reduce and receiver.gamma:
             self._combine(receiver, recv.count, recv.lane)

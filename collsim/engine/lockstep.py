@@ -118,6 +118,7 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         latency, bottleneck = pattern.latency, pattern.bottleneck
         transfers += p
         size = np.asarray(exchange.counts, dtype=np.int64) * itemsize
+        consumed = 0.0  # Staging.consumed: from a take to its slot's last slice copied out
         if staging is not None and pattern.crossing.any():
             # Staging.route: the slice delay, less what a passed-on message's slices hide,
             # on the pairs whose route crosses the network
@@ -125,11 +126,15 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
             if seconds > 0 or exchange.forwarding:
                 weight = job.lane_weight(exchange.lane)
                 staged = latency
+                piece = np.minimum(size / weight / staging.slices, staging.slice_bytes)
                 if exchange.forwarding:
                     hidden = np.minimum(latency, np.maximum(
-                        0.0, (size - weight * staging.slice_bytes) / bottleneck))
+                        0.0, (size - weight * piece) / bottleneck))
                     staged = latency - hidden
-                delay = np.minimum(size / weight, staging.slice_bytes) * seconds
+                    if counted is not None:
+                        consumed = np.where(pattern.crossing & (size > 0),
+                                            hidden + piece * staging.read_seconds, 0.0)
+                delay = piece * seconds
                 latency = np.where(pattern.crossing & (size > 0), staged + delay, latency)
         if buffering:
             # A buffered send starts when posted; Fabric.transfer: drain = now + size/
@@ -162,9 +167,10 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         done[senders] = drained if buffering else delivered
         received = np.maximum(delivered, ready[receivers]) if buffering else delivered
         if room is not None:  # taken by its receiver then; across the network, its slot
-            # is free a credit later (Call._take's call_later: taken + credit)
+            # is free a credit later (Call._take's call_later: taken + consumed + credit)
             room.sent(received if counted is None or not pattern.crossing.any() else
-                      np.where(pattern.crossing, received + counted[1], received), senders, p)
+                      np.where(pattern.crossing, received + consumed + counted[1], received),
+                      senders, p)
         if exchange.reduce and gamma:
             lane = exchange.lane
             share = job.lane_weight(lane) / lanes_total if 0 <= lane < len(job.lanes) else 1.0
@@ -201,8 +207,8 @@ class Room:
     order); when a rank's earlier messages may still fill the buffer the steps go back to
     the events, which hold the send until there is room. Under a slot count k is at most the
     slots, and a message across the network counts as taken a credit after its receiver took
-    it (:meth:`sent` is given those times): the slot count is applied to every pair, which
-    only errs to the events.
+    it (and, if passed on, copied its last slice out; :meth:`sent` is given those times): the
+    slot count is applied to every pair, which only errs to the events.
     """
 
     DEPTH = 64  # steps of take times kept: k is capped here, which only errs to the events

@@ -39,6 +39,10 @@ What goes in (physical, or NCCL's measured engine limits):
   for the sender this many seconds later: NCCL's network step latency (the same figure a
   message across the network pays, before halving for a reducing switch), the clear-to-send
   crossing back (:func:`slot_credit`, docs/nccl.md#algorithms-buffers). None elsewhere.
+- ``slots``, ``slices``: the messages such a connection holds (``NCCL_STEPS``) and the slices
+  a message is cut into (1); a Simple ring chunk of allreduce, allgather or reducescatter
+  takes 4 slots whatever its bytes and is 2 slices of half its bytes
+  (:func:`with_ring_chunk_slots`, set by :mod:`collsim.calls.plan`; docs/nccl.md#chunk-slots).
 - ``wire_ratio``: LL sends 8 data bytes per 16-byte line (2.0), LL128 120 per 128 (128/120),
   Simple 1.0.
 - ``bandwidth(link)`` = the link's line rate x the class's efficiency (the machine's reachable /
@@ -118,6 +122,7 @@ class ProtocolCosts:
     slot_credit: float | None = None  # seconds a taken slot across the network takes to free
     slots: int = C.NCCL_STEPS           # messages a connection across the network holds
     group_cap: float | None = None  # payload B/s a channel's thread group moves (tree_group_cap)
+    slices: int = 1                     # slices a message is cut into (NCCL's SlicePerChunk)
 
     @property
     def launch(self) -> float:
@@ -150,7 +155,7 @@ class ProtocolCosts:
         return (self.family, self.protocol, steps, tuple(sorted(self.efficiency.items())),
                 self.wire_ratio, self.channel_cap, self.gpu_cap, self.nodes, self.own_latency,
                 self.send_buffer, self.slice_bytes, self.write_seconds, self.read_seconds,
-                self.net_channel_cap, self.group_cap)
+                self.net_channel_cap, self.group_cap, self.slots, self.slices)
 
 
 def nccl_figures(topology: Topology) -> NcclFigures | None:
@@ -292,6 +297,23 @@ def slot_credit(figures: NcclFigures, family: str, network_step: float) -> float
     if not TRANSPORTS[figures.transport].clear_to_send.value:
         return None
     return network_step
+
+
+def with_ring_chunk_slots(model: CostModel, collective: str) -> CostModel:
+    """``model`` with a Simple ring chunk counted as the slots NCCL gives it: ``CHUNKSTEPS``
+    of the connection's ``NCCL_STEPS`` whatever its bytes, so a connection across the
+    network holds ``NCCL_STEPS / CHUNKSTEPS`` chunks (2 for allreduce, allgather and
+    reducescatter), each cut into ``CHUNKSTEPS / SLICESTEPS`` slices (2). The kernel's
+    ``genericOp`` runs ``SlicePerChunk`` slices a chunk, of half its bytes and empty ones
+    too, and each moves the connection's step by ``StepPerSlice`` however few bytes it
+    carries (``waitPeer``, ``postPeer`` in src/device/prims_simple.h); a sender waits until
+    its step is within ``NCCL_STEPS`` of the slots given back. Unchanged elsewhere: other
+    protocols and families send one step a message, which ``slots`` already counts."""
+    if not isinstance(model, ProtocolCosts) or model.family != "ring" \
+            or model.protocol != "Simple" or collective not in C.CHUNK_STEPS:
+        return model
+    chunk_steps, slice_steps = C.CHUNK_STEPS[collective]
+    return replace(model, slots=C.NCCL_STEPS // chunk_steps, slices=chunk_steps // slice_steps)
 
 
 def slice_staging(protocol: str, row: int, buffer: float,
