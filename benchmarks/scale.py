@@ -4,13 +4,19 @@
 Each case runs in a fresh process (its peak RSS is its own); wall time covers loading the
 topology, placing the ranks, routing and simulating, as ``collsim estimate`` would. The
 path is ``lockstep`` when the algorithm's whole steps were timed at once (no two ring
-pairs share a link), ``symmetric`` when one rank per orbit of a rank shift ran on the
+pairs share a link), ``lanes`` when each of several lanes sharing links was timed so on its
+own (docs/engine.md), ``symmetric`` when one rank per orbit of a rank shift ran on the
 events (docs/engine.md) and ``full`` when every rank's transfers were events.
 
     python benchmarks/scale.py                          # 16, 128, 1024, 2048 nodes + 2:1
     python benchmarks/scale.py --nodes 16 128 --no-oversubscribed
     python benchmarks/scale.py --symmetric              # 16 channels, D-mod-k, full vs symmetric
     python benchmarks/scale.py --auto                   # auto (NVLSTree) at 16 .. 2048 nodes
+    python benchmarks/scale.py --racks 2 4 8 16         # NCCL's ring on GB200 NVL72 racks
+
+``--racks`` times NCCL's ring (its channels, NVLS off as CoreWeave's runs set it) on every GPU
+of that many GB200 NVL72 racks: 32 lanes sharing NVLink, on the shared-lanes path where
+LL128's channel cap keeps NVLink from binding (docs/engine.md).
 
 ``--auto`` times NCCL's choice at every ``--nodes``: NVLSTree at 1 GiB, whose runs on more than
 16 nodes take the pipeline path where the network lets them (docs/engine.md). A case collsim
@@ -32,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "topologies" / "h100-cluster.yaml"
 OVERSUBSCRIBED = ROOT / "topologies" / "h100-cluster-2to1.yaml"
+RACKS = ROOT / "topologies" / "gb200-nvl72-cluster.yaml"
+NVLS_OFF = {"nccl.environment.NCCL_NVLS_ENABLE": 0}  # as CoreWeave's GB200 job files set it
 # (file, nodes, algorithm, params, settings): the contended cases. The hierarchical
 # allreduce runs eight rings across nodes at once (one per rail) over 2:1 leaves whose
 # uplinks ECMP picks by hash, so flows collide on uplinks (with D-mod-k routing the eight
@@ -113,13 +121,19 @@ def main() -> None:
     parser.add_argument("--beyond-limits", action="store_true",
                         help="--auto: lift the pipeline path's checked depth in the cases' "
                              "processes (what the path would cost)")
+    parser.add_argument("--racks", type=int, nargs="*",
+                        help="NCCL's ring on this many GB200 NVL72 racks each, NVLS off, "
+                             "instead of the H100 cases")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(*json.loads(args.one))))
         return
     channels = {} if args.channels == "auto" else {"channels": int(args.channels)}
-    if args.auto:
+    if args.racks:
+        cases = [(str(RACKS), n, "ring", {}, NVLS_OFF) for n in args.racks]
+        args.no_oversubscribed = True
+    elif args.auto:
         routing = {"fabric.routing": args.routing} if args.routing else {}
         cases = [(str(CLUSTER), n, "auto", {}, routing, False, args.beyond_limits)
                  for n in args.nodes]

@@ -70,7 +70,8 @@ class PointResult:
     protocol: str | None = column("choice", default=None)
     channels: int | None = column("choice", default=None)
     selected: str = column("choice", default="")
-    # How the engine timed it: "lockstep" (whole steps), "symmetric" (one rank per orbit of a
+    # How the engine timed it: "lockstep" (whole steps), "lanes" (each lane's whole steps at
+    # its share of the links lanes share), "symmetric" (one rank per orbit of a
     # rank shift), "pipeline" (a tree pipeline from two small runs, within the error
     # docs/engine.md states) or "full" (every rank's events).
     path: str = column("engine", default="full")
@@ -288,7 +289,7 @@ def simulate_call(call: CallSpec, observe: Callable[[TimingEngine], Any] | None 
     pipeline = None if exact else pipeline_for(call.topology, chosen, job, gpus,
                                                call.size_bytes, planned.costs, make_call)
     engine = TimingEngine(call.topology, gpus, job, chosen.program, planned.costs,
-                          symmetric=chosen.symmetric, steps=chosen.lockstep,
+                          symmetric=chosen.symmetric, steps=chosen.lockstep, lanes=chosen.lanes,
                           pipeline=pipeline, exact=exact, largest_full=largest_full)
     if observe is not None:
         observe(engine)

@@ -46,6 +46,9 @@ def test_engine_and_scale_benchmarks_run_at_a_small_size(monkeypatch):
     assert case["gpus"] == 16 and case["path"] == "lockstep" and case["time_s"] > 0
     case = scale.one(str(scale.CLUSTER), 2, "ring", {"channels": 1}, {"fabric.routing": "dmodk"})
     assert case["path"] == "full"
+    # Two GB200 racks: NCCL's 32 channels share NVLink, each lane timed on its own.
+    case = scale.one(str(scale.RACKS), 2, "ring", {}, scale.NVLS_OFF)
+    assert case["gpus"] == 144 and case["path"] == "lanes" and case["time_s"] > 0
 
 
 @pytest.mark.parametrize("n", [6, 7, 16, 33, 64])

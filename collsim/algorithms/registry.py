@@ -10,6 +10,7 @@ from typing import Any
 
 from collsim.callspec import CallSpec
 from collsim.collectives import COLLECTIVES
+from collsim.engine.lanes import LanesForm
 from collsim.engine.lockstep import LockstepForm
 from collsim.errors import InputError
 from collsim.params import CallParams
@@ -105,6 +106,9 @@ class Algorithm:
     # for this job): the engine may time them at once (collsim.engine.lockstep). None:
     # the engine traces the programs instead.
     lockstep: LockstepForm | None = None
+    # job -> each lane's ring and steps, for lanes that share links (collsim.engine.lanes),
+    # or None where it has none for this job. None: never offered.
+    lanes: LanesForm | None = None
 
     def check_ranks(self, p: int) -> None:
         """Raise InputError when this algorithm cannot serve ``p`` ranks."""

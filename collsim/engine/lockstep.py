@@ -19,6 +19,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -68,14 +69,17 @@ class LockstepResult:
 
 
 def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
-                 exchanges: Iterable[Exchange], start: float, gamma: float
+                 exchanges: Iterable[Exchange], start: float, gamma: float,
+                 shares: Shares | None = None, record: Any = None
                  ) -> LockstepResult | None:
     """Time ``exchanges`` for ``job`` with rank r on GPU ``gpus[r]``, every rank starting at
     ``start`` (launch included) and combining at ``gamma`` seconds per byte; None when
     the steps do not fit the lockstep path (two pairs of a pattern on one link, a transfer
     that would meet an earlier one still on a link, helper ranks, an exchange whose ranks
     are not each one sender and one receiver, a buffered send that may find its buffer full:
-    :class:`Room`)."""
+    :class:`Room`). ``shares`` gives links that other lanes also cross a share of their
+    bandwidth (the shared-lanes path, :mod:`collsim.engine.lanes`); ``record``, if given,
+    is sent each step's (pattern, start, end on the links) by its ``append``."""
     p = job.nranks
     if job.helpers or len(gpus) != p:
         return None
@@ -107,7 +111,7 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
             following = patterns.get(key)
             if following is None:
                 following = _pattern(fabric, gpus, job, senders, receivers, exchange.lane,
-                                     channel_cap, gpu_cap, links)
+                                     channel_cap, gpu_cap, links, shares)
                 if following is None:
                     return None
                 patterns[key] = following
@@ -161,6 +165,8 @@ def run_lockstep(fabric: Fabric, gpus: Sequence[int], job: Job,
         # event detaches it) or when it was delivered.
         if not links.clear(pattern, now, quiet, drained if buffering else delivered):
             return None
+        if record is not None:
+            record.append((pattern, now, drained if buffering else delivered))
         done = np.empty(p, dtype=np.float64)
         # Sends complete on delivery, buffered ones when their bytes have left; a receive
         # completes on delivery, or when posted if its message was there before.
@@ -325,9 +331,15 @@ def _scatter(values: np.ndarray, index: np.ndarray, p: int) -> np.ndarray:
     return out
 
 
+# Where lanes share links: (link index, lane) -> the lane's share of the link's bandwidth,
+# and (GPU, lane) -> its share of the GPU's cap; missing: the whole (the shared-lanes path).
+Shares = tuple[Callable[[int, int], float], Callable[[int, int], float]]
+
+
 def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
              receivers: np.ndarray, lane: int, channel_cap: float | None,
-             gpu_cap: float | None, links: Links) -> Pattern | None:
+             gpu_cap: float | None, links: Links, shares: Shares | None = None
+             ) -> Pattern | None:
     """The pattern's routes, or None when it is not a permutation step or two of its pairs
     share a directed link."""
     p = job.nranks
@@ -349,6 +361,9 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
     net_cap, topology = network_cap(fabric.costs), fabric.topology
     for i, (s, r) in enumerate(zip(senders.tolist(), receivers.tolist(), strict=True)):
         channels, lat, neck = fabric.route(gpus[s], gpus[r])
+        if shares is not None:  # each link at this lane's share of it
+            neck = min((channel.bandwidth * shares[0](index[id(channel)], lane)
+                        for channel in channels), default=neck)
         # Simulation._capped_route: a GPU's lane and total caps are links of its own, and
         # each GPU sends once per step, so they are never shared either.
         if channel_cap is not None:
@@ -357,7 +372,7 @@ def _pattern(fabric: Fabric, gpus: Sequence[int], job: Job, senders: np.ndarray,
         if net_cap is not None and crossing[i]:
             neck = min(neck, weight * net_cap)
         if gpu_cap is not None:
-            neck = min(neck, gpu_cap)
+            neck = min(neck, gpu_cap * (1.0 if shares is None else shares[1](gpus[s], lane)))
         for channel in channels:
             link = index[id(channel)]
             if link in used:

@@ -9,6 +9,7 @@ from typing import Any
 
 from collsim.engine.costs import IDEAL, CostModel
 from collsim.engine.fabric import Fabric
+from collsim.engine.lanes import LanesForm, run_lanes
 from collsim.engine.lockstep import LockstepForm, run_lockstep, traced_exchanges
 from collsim.engine.policy import DEFAULT_POLICY, FabricPolicy
 from collsim.engine.simulation import RankState, Simulation
@@ -26,7 +27,8 @@ class TimingRun:
     time: float               # completion of the slowest rank, seconds
     finish: list[float]       # completion of each rank
     transfers: int            # point-to-point messages moved
-    path: str = "full"        # "lockstep" (whole steps at once), "symmetric" (one rank per
+    path: str = "full"        # "lockstep" (whole steps at once), "lanes" (each lane's whole
+    # steps at its share of shared links), "symmetric" (one rank per
     # orbit of a rank shift), "pipeline" (from two small runs; finish is the time for every
     # rank) or "full" (every rank's events)
     fallback: str = ""        # why a job with a quicker path declared ran in full
@@ -76,7 +78,8 @@ class TimingEngine:
                  programs: ProgramFactory, costs: CostModel = IDEAL,
                  policy: FabricPolicy = DEFAULT_POLICY, fabric: type[Fabric] = Fabric,
                  lockstep: bool = True, symmetric: Declaration | None = None,
-                 steps: LockstepForm | None = None, pipeline: PipelineRun | None = None,
+                 steps: LockstepForm | None = None, lanes: LanesForm | None = None,
+                 pipeline: PipelineRun | None = None,
                  exact: bool = False, largest_full: int | None = None) -> None:
         self.topology, self.costs, self.policy = topology, costs, policy
         shortcuts = policy.shortcuts and fabric.shortcuts_allowed()
@@ -91,6 +94,7 @@ class TimingEngine:
         self.programs = programs
         self.lockstep = lockstep and shortcuts
         self.steps = steps
+        self.lanes = lanes
         self.call = self.simulation.call(job, gpus, programs, start=None)
         self.ranks = self.call.ranks
 
@@ -109,6 +113,10 @@ class TimingEngine:
                 self.fabric.transfers = quick.transfers
                 return TimingRun(max(quick.finish, default=0.0) - 0.0, quick.finish,
                                  quick.transfers, "lockstep")
+        if self.lockstep and self.lanes is not None:
+            quick_run = self._run_lanes(self.lanes)
+            if quick_run is not None:
+                return quick_run
         fallback = ""
         if self.symmetric is not None:
             quick_run, fallback = self._run_symmetric(self.symmetric)
@@ -125,6 +133,21 @@ class TimingEngine:
         self.simulation.run()
         result = self.call.result
         return TimingRun(result.time, result.finish, result.transfers, fallback=fallback)
+
+    def _run_lanes(self, form: LanesForm) -> TimingRun | None:
+        """The shared-lanes path's run, or None where it does not apply."""
+        lanes = form(self.job)
+        if lanes is None:
+            return None
+        launch = self.simulation.costs.launch
+        start = 0.0 + launch if launch > 0 else 0.0  # Call.start's wait, from t = 0
+        quick = run_lanes(self.fabric, self.gpus, self.job, lanes[0], lanes[1], start,
+                          self.simulation.topology.gamma)
+        if quick is None:
+            return None
+        self.fabric.transfers = quick.transfers
+        return TimingRun(max(quick.finish, default=0.0) - 0.0, quick.finish, quick.transfers,
+                         "lanes")
 
     def _run_symmetric(self, declared: Declaration) -> tuple[TimingRun | None, str]:
         """The symmetric path's run, or None and why it does not apply."""

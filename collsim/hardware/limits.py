@@ -25,7 +25,7 @@ refused up front on each path (measured with ``collsim estimate`` under ``nice``
   there and takes 117 s and 0.6 GB; at 16,384 ranks it had not finished after 300 s, and at
   131,072 it ran out of memory at 3.6 GB. ``best`` simulates each of NCCL's candidates, so
   it takes several times as long. ``auto`` takes up to ``MAX_CALL_RANKS`` where a quicker
-  path times its pick (lockstep, symmetric, or the pipeline path: NVLSTree of 1 GiB on
+  path times its pick (lockstep, lanes, symmetric, or the pipeline path: NVLSTree of 1 GiB on
   16,384 GPUs in 16 s of CPU); where none does, it is refused once they declined.
 
 Several jobs or a workload's groups may together use the whole machine.

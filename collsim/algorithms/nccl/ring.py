@@ -130,15 +130,32 @@ def _allreduce_exchanges(job: Job) -> Iterator[Exchange] | None:
     if one is None:
         return None
     ring, channels, lanes = one
-    p = job.nranks
-    _, count = lane_region(job, channels, lanes, 0)
-    loops = ring_loops(count, lanes.weights[0], p, _chunk(job))
+    return _lane_exchanges(job, ring, channels, lanes, 0)
+
+
+def _lane_exchanges(job: Job, ring: Sequence[int], channels: int, lanes: Lanes,
+                    lane: int) -> Iterator[Exchange]:
+    """Lane ``lane``'s ring allreduce as whole steps of its ring, loop after loop."""
+    p, weight = job.nranks, lanes.weights[lane]
+    _, count = lane_region(job, channels, lanes, lane)
+    loops = ring_loops(count, weight, p, _chunk(job))
     if loops == 1:
-        return ring_exchanges(ring, block_lengths(count, p), p - 1, p - 1)
-    per_loop = lanes.weights[0] * p * _chunk(job)
+        return ring_exchanges(ring, block_lengths(count, p), p - 1, p - 1, lane)
+    per_loop = weight * p * _chunk(job)
     return chain.from_iterable(
         ring_exchanges(ring, block_lengths(min(per_loop, count - loop * per_loop), p),
-                       p - 1, p - 1) for loop in range(loops))
+                       p - 1, p - 1, lane) for loop in range(loops))
+
+
+def _allreduce_lanes(job: Job) -> tuple[list[tuple[int, ...]], list[Iterator[Exchange]]] | None:
+    """Every lane's ring and its allreduce as whole steps of that ring, for the shared-lanes
+    path (:mod:`collsim.engine.lanes`); None with one lane (the lockstep path's)."""
+    channels, layout, lanes = _lanes(job)
+    if len(lanes.channels) < 2:
+        return None
+    rings = [layout.channels[members[0]].ring for members in lanes.channels]
+    return rings, [_lane_exchanges(job, ring, channels, lanes, lane)
+                   for lane, ring in enumerate(rings)]
 
 
 def _rings_shift(job: Job, shift: int) -> str | None:
@@ -272,6 +289,7 @@ def _protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
     prepare=PREPARE,
     protocol_params=_protocol_params,
     lockstep=_allreduce_exchanges,
+    lanes=_allreduce_lanes,
     symmetric=_allreduce_symmetric,
 )
 def nccl_ring_allreduce(rank: int, job: Job) -> Program:
