@@ -39,9 +39,11 @@ def test_engine_and_scale_benchmarks_run_at_a_small_size(monkeypatch):
     quick, full = engine.ring(12), engine.ring(12, lockstep=False)
     assert (quick["path"], full["path"]) == ("lockstep", "full")
     assert quick["time"] == full["time"] and quick["transfers"] == 2 * 12 * 11
-    # 256 KiB chunks: sixteen fit in a connection's 4 MiB of slots, so each send finds room
-    # and the lockstep path can show it (2 MiB chunks, two a buffer, take the events).
-    case = scale.one(str(scale.CLUSTER), 2, "ring", {"channels": 1, "chunk_size": 1 << 18},
+    # LL128's 256 KiB chunks each hold one of a connection's 8 slots and fit its buffer, so
+    # each send finds room and the lockstep path can show it; a Simple chunk holds 4 of the
+    # slots (two in flight), so its sends wait and take the events.
+    case = scale.one(str(scale.CLUSTER), 2, "ring",
+                     {"channels": 1, "chunk_size": 1 << 18, "protocol": "LL128"},
                      {"fabric.routing": "dmodk"})
     assert case["gpus"] == 16 and case["path"] == "lockstep" and case["time_s"] > 0
     case = scale.one(str(scale.CLUSTER), 2, "ring", {"channels": 1}, {"fabric.routing": "dmodk"})
