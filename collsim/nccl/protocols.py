@@ -155,7 +155,7 @@ class ProtocolCosts:
         return (self.family, self.protocol, steps, tuple(sorted(self.efficiency.items())),
                 self.wire_ratio, self.channel_cap, self.gpu_cap, self.nodes, self.own_latency,
                 self.send_buffer, self.slice_bytes, self.write_seconds, self.read_seconds,
-                self.net_channel_cap, self.slot_credit, self.group_cap, self.slots, self.slices)
+                self.net_channel_cap, self.group_cap, self.slots, self.slices)
 
 
 def nccl_figures(topology: Topology) -> NcclFigures | None:
