@@ -82,6 +82,17 @@ def test_ll128_on_an_a100_node_at_mid_sizes():
     assert us(c) == pytest.approx(40.6 + 4 * MiB / (1000 * 220.8 * 8 / 14))
 
 
+def test_an_a100_node_runs_every_allreduce_from_1_mib_on_all_24_ring_channels():
+    # topoGetAlgoInfo sheds channels only while bytes < nc x nt x threshold: Ring LL 512 x 64 B
+    # (8 B x 8 ranks), LL128 640 x 8 B, Simple 512 x 64 B; with 24 channels the largest is
+    # 786,432 B < 1 MiB. So no channel or thread count changes with the size from 1 MiB on
+    # (docs/misses.md#a100-node: the measured mid-size miss is not a channel count).
+    for size in (MiB << k for k in range(14)):
+        c = choose(DGX_A100, "allreduce", size)
+        assert (c.algorithm, c.channels) == ("ring", 24), size
+        assert c.threads == {"LL": 512, "LL128": 640, "Simple": 544}[c.protocol]
+
+
 def test_simple_ring_on_an_a100_node_at_1_gib():
     # 56 + 2^30 / (240 x 8/14 x 1000) = 56 + 7829.4 = 7885.4 µs (docs/nccl.md#tuning-worked).
     # Threads: Ring Simple 512 (ring 12 x 20 = 240 > PCI_BW 12) + a sync warp = 544.
