@@ -164,6 +164,14 @@ def test_window_and_units_are_checked():
         assert getattr(raised.value, "key", None) == f"param.{name}"
 
 
+def test_trips_are_checked():
+    machine = switch("s", 4, 1e-6, 1e9)
+    for name, bad in (("trip_up", 0), ("trip_down", 2.5), ("trip_up", False)):
+        with pytest.raises(Exception) as raised:
+            simulate(machine, "allreduce", "nccl_tree", 4, 1024, {name: bad})
+        assert getattr(raised.value, "key", None) == f"param.{name}"
+
+
 def test_the_tree_moves_units_inside_a_node_and_whole_chunks_across():
     tree = get_algorithm("allreduce", "nccl_tree")
     one_node = switch("s", 8, LATENCY, BANDWIDTH, REDUCE)
