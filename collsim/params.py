@@ -35,8 +35,6 @@ class CallParams(TypedDict, total=False):
     inter: str                       # hierarchical: the algorithm between nodes
     peer_channels: int               # NCCL's alltoall: channels one peer's data is cut over
     batch: int                       # NCCL's alltoall: operations a channel runs at once
-    trip_up: int                     # NCCL's LL/LL128 tree: bytes its up group moves a trip
-    trip_down: int                   # and its down group
 
 
 def dtype_name(params: Mapping[str, Any]) -> str:

@@ -122,9 +122,7 @@ COLUMNS = TABLE_COLUMNS  # the columns PointResult.row() fills
 COUNT_PARAMS = {"window": "chunks in flight on a connection",
                 "units": "units a chunk is forwarded in inside a node",
                 "peer_channels": "channels one peer's data is cut over",
-                "batch": "operations a channel runs at once",
-                "trip_up": "bytes a tree channel's up group moves a trip",
-                "trip_down": "bytes a tree channel's down group moves a trip"}
+                "batch": "operations a channel runs at once"}
 
 
 def accepted_params(algorithm: Algorithm) -> tuple[str, ...]:

@@ -7,8 +7,6 @@ network hop timed by hand, NCCL's tree chunk, and what the plan gives each proto
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -18,9 +16,8 @@ from collsim.algorithms import get_algorithm
 from collsim.algorithms.chain import window_pipeline_time
 from collsim.algorithms.nccl.channels import pipeline_units, tree_chunk_bytes
 from collsim.algorithms.nccl.switches import chunk_cap
-from collsim.algorithms.nccl.tree import trip_bytes
 from collsim.calls.plan import plan
-from collsim.engine.costs import IDEAL, MessageCosts, route_alpha_beta
+from collsim.engine.costs import IDEAL, route_alpha_beta
 from collsim.engine.data import check_algorithm
 from collsim.hardware.loader import load_topology, topology_from_text
 from collsim.hardware.topology import switch
@@ -164,14 +161,6 @@ def test_window_and_units_are_checked():
         assert getattr(raised.value, "key", None) == f"param.{name}"
 
 
-def test_trips_are_checked():
-    machine = switch("s", 4, 1e-6, 1e9)
-    for name, bad in (("trip_up", 0), ("trip_down", 2.5), ("trip_up", False)):
-        with pytest.raises(Exception) as raised:
-            simulate(machine, "allreduce", "nccl_tree", 4, 1024, {name: bad})
-        assert getattr(raised.value, "key", None) == f"param.{name}"
-
-
 def test_the_tree_moves_units_inside_a_node_and_whole_chunks_across():
     tree = get_algorithm("allreduce", "nccl_tree")
     one_node = switch("s", 8, LATENCY, BANDWIDTH, REDUCE)
@@ -207,7 +196,7 @@ def test_ncclss_tree_chunk():
     assert tree_chunk_bytes("LL128", 2**27, 16, 16, 128) == 144000  # 14, 29, then 58
 
 
-def test_an_ll_tree_gets_ncclss_chunk_and_trips_and_with_a_window_warp_units():
+def test_a_windowed_ll_tree_gets_ncclss_chunk_and_units_and_no_window_none():
     cluster = load_topology("topologies/h100-cluster.yaml", {"nodes": 2})
     gpus = list(range(16))
     for protocol in ("LL", "LL128"):
@@ -217,50 +206,7 @@ def test_an_ll_tree_gets_ncclss_chunk_and_trips_and_with_a_window_warp_units():
         assert planned.params["units"] == pipeline_units(protocol)
         default = plan(cluster, "allreduce", "nccl_tree", gpus, 2**24,
                        {"protocol": protocol, "channels": 8}).params
-        assert not {"window", "units"} & set(default)
-        assert default["chunk_size"] == planned.params["chunk_size"]
-        assert (default["trip_up"], default["trip_down"]) == trip_bytes(protocol)
+        assert not {"window", "units", "chunk_size"} & set(default)
     simple = plan(cluster, "allreduce", "nccl_tree", gpus, 2**24,
                   {"protocol": "Simple", "channels": 8, "window": 8}).params
     assert "units" not in simple and "chunk_size" not in simple
-
-
-def test_a_tree_channels_groups_move_trips_of_nccls_threads():
-    """runTreeSplit gives LL and LL128 70 % of a tree channel's 640 threads (whole warps) up
-    and the rest down; an LL thread moves 8 data bytes a trip, an LL128 warp a 1920-byte
-    slice."""
-    assert trip_bytes("LL128") == (14 * 1920, 6 * 1920)
-    assert trip_bytes("LL") == (448 * 8, 192 * 8)
-
-
-def test_a_tree_passes_each_trip_on_as_it_lands_and_the_root_a_whole_chunk():
-    """A chain 2 -> 1 -> 0 (the root) and back on one switch, one chunk of c bytes, buffered
-    sends: the up group moves it in trips of c/4, the down group in trips of c/2. Rank 1
-    passes each trip on as it lands and the root turns the chunk around whole, so the last
-    trip reaches rank 2 after 4α + 2cβ + (c/4 + c/2)β, against 4α + 4cβ for whole chunks;
-    each hop carries the trips of its direction (4 up, 2 down)."""
-    machine = switch("s", 3, LATENCY, BANDWIDTH)
-    costs = MessageCosts(send_buffer=math.inf)
-    c = 4 * 6000
-    whole = simulate(machine, "allreduce", "nccl_tree", 3, c,
-                     {"channels": 1, "chunk_size": c}, costs)
-    trips = simulate(machine, "allreduce", "nccl_tree", 3, c,
-                     {"channels": 1, "chunk_size": c, "trip_up": c // 4, "trip_down": c // 2},
-                     costs)
-    alpha, beta = 2 * LATENCY, 1 / BANDWIDTH
-    assert whole.time_s == pytest.approx(4 * alpha + 4 * c * beta, rel=1e-9)
-    assert trips.time_s == pytest.approx(4 * alpha + 2 * c * beta + (c / 4 + c / 2) * beta,
-                                         rel=1e-9)
-    assert (whole.transfers, trips.transfers) == (4, 2 * 4 + 2 * 2)
-
-
-@pytest.mark.parametrize("p", [1, 2, 5, 9, 16, 23])
-def test_data_with_trips_across_uneven_nodes(p):
-    tree = get_algorithm("allreduce", "nccl_tree")
-    for trips, chunk in (((4, 12), 4 * 7), ((8, 4), 4 * 3), ((1, 1), 4 * 50)):
-        count = 11 * p + 3
-        job = Job("allreduce", p, count, 4,
-                  params={"channels": 1 + p % 3, "chunk_size": chunk, "trip_up": trips[0],
-                          "trip_down": trips[1]},
-                  nodes=uneven_nodes(p, p + 2))
-        check_algorithm(tree.program, job, "sum", "float32", seed=p)

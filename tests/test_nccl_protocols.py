@@ -103,10 +103,8 @@ def test_an_ll128_rings_channels_together_reach_nccls_graph_figure():
     (H100, "ring", "Simple", None, None),
     (H100, "nccl_tree", "Simple", 38.7, None),   # perChMaxTreeBw Hopper N1
     (CLUSTER, "Tree", "Simple", 41.4, None),      # NCCL's spelling, N2
-    # perChMaxTreeLL128Bw is a graph channel's too: min(perChMaxTreeBw 41.4, 36.7 / 2)
-    (CLUSTER, "nccl_tree", "LL128", 36.7 / 2, None),
-    (preset("h100-cluster", nodes=4), "nccl_tree", "LL128", 29.0 / 2, None),
-    (preset("a100-cluster", nodes=2), "nccl_tree", "LL128", 20.0 / 2, None),
+    (CLUSTER, "nccl_tree", "LL128", 36.7, None),  # min(perChMaxTreeBw 41.4, LL128 36.7)
+    (preset("h100-cluster", nodes=4), "nccl_tree", "LL128", 29.0, None),
     (H100, "nccl_tree", "LL", 38.7, 141.0),
     (CLUSTER, "nvls_tree", "Simple", 57.7, None),  # perChMaxNVLSTreeBw Hopper N2
     (H100, "nvls", "Simple", None, None),

@@ -274,9 +274,9 @@ def tree_group_cap(family: str, protocol: str, row: int) -> float | None:
     ``ratio *= .5`` in ``ncclTopoTuneModel``, src/graph/tuning.cc), and the channel's copy
     rate is ``perChMaxTreeBw``'s one-node column, as for the slice copies
     (:func:`slice_staging`; an assumption there too). The threads' own split (384 and 256) is
-    not modelled. Simple only: NCCL splits an LL or LL128 channel 70/30 instead, whose
-    groups' rates no source gives; what is modelled there is the groups' trips
-    (docs/nccl.md#tree-lines). None for every other family: their channels are one group."""
+    not modelled. Simple only: collsim's LL and LL128 trees relay a whole chunk a hop where
+    NCCL passes lines on as they land (docs/nccl.md#algorithms-tree), a fill already slower
+    than NCCL's. None for every other family: their channels are one group."""
     if family != "nccl_tree" or protocol != "Simple":
         return None
     return C.PER_CHANNEL_MAX_TREE_BW[row][0] * GB / TREE_THREAD_GROUPS
@@ -349,14 +349,6 @@ def ring_ll128_channel_rate(row: int, column: int) -> float:
     the figure), and NCCL runs each graph channel as two channels
     (:data:`~collsim.nccl.constants.RUN_CHANNELS_PER_GRAPH_CHANNEL`), so each gets half."""
     return C.PER_CHANNEL_MAX_RING_LL128_BW[row][column] * GB / C.RUN_CHANNELS_PER_GRAPH_CHANNEL
-
-
-def tree_ll128_channel_rate(row: int, column: int) -> float:
-    """Payload B/s one channel of an LL128 tree moves at most: as the ring's
-    (:func:`ring_ll128_channel_rate`), NCCL's model bounds Tree LL128 by its tree graph's
-    channels x ``perChMaxTreeLL128Bw`` and runs each graph channel as two, so each run
-    channel gets half the figure."""
-    return C.PER_CHANNEL_MAX_TREE_LL128_BW[row][column] * GB / C.RUN_CHANNELS_PER_GRAPH_CHANNEL
 
 
 def p2p_slices(model: CostModel, chunk: int) -> CostModel:
@@ -456,7 +448,7 @@ def _caps(figures: NcclFigures, row: int, column: int, nodes: int, family: str,
         if protocol == "LL":
             return tree, ll_max
         if protocol == "LL128":
-            return min(tree, tree_ll128_channel_rate(row, column)), None
+            return min(tree, C.PER_CHANNEL_MAX_TREE_LL128_BW[row][column] * GB), None
         return tree, None
     if family == "nvls_tree" and nodes > 1 and C.PER_CHANNEL_MAX_NVLS_TREE_BW[row][column]:
         return C.PER_CHANNEL_MAX_NVLS_TREE_BW[row][column] * GB, None

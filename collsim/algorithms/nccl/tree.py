@@ -10,14 +10,10 @@ children. The root combines chunk i from its children while it sends chunk i-1 b
 The two groups' sends name their group (``Send.group``), so a cost model that caps a
 thread group charges each its own cap (docs/nccl.md#tree-split).
 Chunks are ``chunk_size`` bytes per channel: NCCL's Tree chunk with the Simple protocol,
-512 KiB, by default (docs/nccl.md#algorithms-chunks). Under LL and LL128 the plan sets NCCL's
-Tree chunk for the call and the bytes each thread group moves in one trip of its loop
-(``trip_up``, ``trip_down``: :func:`trip_bytes`): a chunk goes from rank to rank in those
-trips, each passed on as it lands, a sender across nodes gathering the whole chunk first
-and its receiver passing each trip on as it lands; the root turns each chunk around whole
-(docs/nccl.md#tree-lines). Given ``units`` (and ``window``, chunks in flight per connection:
-the opt-in ``window`` of LL and LL128 sets one unit per warp), sends are ordered and a chunk
-is forwarded in units inside a node and whole across nodes (:func:`_relay_units`).
+512 KiB, by default (docs/nccl.md#algorithms-chunks). Given ``units`` (and ``window``, chunks
+in flight per connection), sends are ordered and a chunk is forwarded in units inside a node
+and whole across nodes (:func:`_relay_units`); under LL and LL128 a ``window`` makes the plan
+set NCCL's chunk for the call and one unit per warp.
 
 **Chunk cap.** A lane runs at most ``K = ⌈(D-1)·16⌉`` chunks, D = 2 × the depth of its
 tree in hops (a chunk goes up and back down); beyond that the chunks are made larger. For a
@@ -25,8 +21,7 @@ pipeline whose chunk time is set by its slowest hop, K chunks instead of k > K t
 ``(D-1)·s·(1/K - 1/k)`` longer to fill (s: the streaming time of the lane's bytes), at most
 ``(D-1)/K ≤ 1/16`` of the streaming time, and pay ``(k-K)`` fewer per-chunk latencies.
 So the capped time is at most 1/16 (6.25%) above the uncapped simulation, minus the
-latencies of the chunks merged. The same cap bounds a lane's trips: beyond K pieces, trips
-merge into larger units.
+latencies of the chunks merged.
 """
 
 from __future__ import annotations
@@ -48,7 +43,7 @@ from collsim.algorithms.nccl.channels import (
 )
 from collsim.algorithms.registry import Cost, register
 from collsim.callspec import CallSpec, gpus_per_node
-from collsim.nccl.constants import BUFFER_BYTES, MAX_THREADS, NCCL_STEPS, WARP_SIZE
+from collsim.nccl.constants import BUFFER_BYTES, NCCL_STEPS
 from collsim.nccl.layout import Lanes, Layout
 from collsim.params import CallParams
 from collsim.program import Job, Op, Parallel, Program, Recv, Send
@@ -66,24 +61,6 @@ NCCL_WINDOW = NCCL_STEPS  # the window NCCL itself keeps, for tests and benchmar
 # (``Send.group``); where the cost model caps a group (``ProtocolCosts.group_cap``), each
 # moves at most that, even while the other is idle.
 UP_GROUP, DOWN_GROUP = 0, 1
-# An LL or LL128 tree channel runs NCCL_MAX_NTHREADS threads ("Tree now uses all threads
-# always", src/enqueue.cc at 5067397c), 70 % of whole warps reducing up and the rest
-# broadcasting down (runTreeSplit, src/device/all_reduce.h). Each thread moves its data in
-# trips: LL one 16-byte line of 8 data bytes a thread (LLGenericOp, src/device/prims_ll.h);
-# LL128 one slice of 32 threads x 8 words, 15 of every 16 words data, a warp: 1920 bytes, 60
-# a thread (GenericOp, DataEltPerSlice, src/device/prims_ll128.h). A group's threads make
-# their trips side by side, so a chunk reaches the next rank in trips of the group's bytes.
-TREE_THREADS = MAX_THREADS
-TRIP_BYTES_PER_THREAD = {"LL": 8, "LL128": 8 * 8 * 15 // 16}
-
-
-def trip_bytes(protocol: str) -> tuple[int, int]:
-    """Data bytes the up and the down thread group of an LL or LL128 tree channel move in one
-    trip of their loop: the groups' threads (``TREE_THREADS`` split 70/30) times a thread's
-    data a trip (``TRIP_BYTES_PER_THREAD``)."""
-    up = TREE_THREADS * 7 // (10 * WARP_SIZE) * WARP_SIZE
-    per_thread = TRIP_BYTES_PER_THREAD[protocol]
-    return up * per_thread, (TREE_THREADS - up) * per_thread
 
 
 def _tree_lanes(layout: Layout) -> Lanes:
@@ -117,43 +94,24 @@ def _lane(rank: int, job: Job, layout: Layout, lanes: Lanes, channels: int, lane
     pipelining = {"window": window, "units": int(units),
                   "whole": lambda peer: job.node_of(peer) != node} if units is not None \
         else {"window": window}
-    up_pipe = down_pipe = root_pipe = pipelining
-    if units is None and "trip_up" in job.params:  # LL, LL128: lines go on as they land
-        # at most the chunk cap's pieces a lane: trips merge beyond it (module docstring)
-        most = max(1, chunk_cap(layout.tree_depth(channel)) // chunks)
-        up_units, down_units = (min(most, n) for n in
-                                trip_units(job, count // lanes.weights[lane], chunks))
-        lines = {"whole": lambda peer: job.node_of(peer) != node, "stream": True}
-        up_pipe = {**lines, "units": up_units}
-        down_pipe = {**lines, "units": down_units}
-        root_pipe = {**lines, "units": up_units, "send_units": down_units}
     if parent is None:  # the root turns each chunk around
         yield from relay_steps(regions, [(child, up, True) for child in children],
-                               [(child, down) for child in children], lane, **root_pipe)
+                               [(child, down) for child in children], lane, **pipelining)
         return
     # NCCL's runTreeSplit: the reduce up and the broadcast down run on thread groups of
     # their own (0 and 1); the root turns chunks around with all the channel's threads.
     yield Parallel([
         relay_steps(regions, [(child, up, True) for child in children], [(parent, up)], lane,
-                    group=UP_GROUP, **up_pipe),
+                    group=UP_GROUP, **pipelining),
         relay_steps(regions, [(parent, down, False)], [(child, down) for child in children], lane,
-                    group=DOWN_GROUP, **down_pipe),
+                    group=DOWN_GROUP, **pipelining),
     ])
-
-
-def trip_units(job: Job, count: int, chunks: int) -> tuple[int, int]:
-    """The trips in which a channel's up and down thread groups move one of ``chunks``
-    chunks of a channel's ``count`` elements: the chunk's bytes over the group's bytes a
-    trip (``trip_up``, ``trip_down``: :func:`trip_bytes`), at least one each."""
-    chunk_bytes = -(-count // max(1, chunks)) * job.itemsize
-    up, down = (max(1, int(job.params[name])) for name in ("trip_up", "trip_down"))
-    return max(1, -(-chunk_bytes // up)), max(1, -(-chunk_bytes // down))
 
 
 def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane: int,
                 window: int = 1, chunks: range | None = None, units: int = 1,
                 whole: Callable[[int], bool] | None = None, stream: bool = False,
-                group: int | None = None, send_units: int | None = None) -> Program:
+                group: int | None = None) -> Program:
     """Step i receives chunk i from each of ``receive`` ((peer, tags, combine)) while it
     sends chunk i-1 to each of ``send`` ((peer, tags), or (peer, tags, whether the peer
     passes the chunk on) for the sends' ``forwarding`` flag); empty steps are skipped. A
@@ -175,13 +133,11 @@ def relay_steps(regions: list[tuple[int, int]], receive: list, send: list, lane:
     travels as ``units`` parts of its step, in turn, so its receiver passes each on as it
     lands (NCCL's proxy posts a step once the GPU has written all of it; the receiving GPU
     reads each line as its flag lands). ``group``: the thread group of the channel that
-    sends (``Send.group``; None: the whole channel). ``send_units``: the units of the
-    sends where they differ from the receives' (a relay that turns chunks around: it then
-    passes each chunk on whole)."""
+    sends (``Send.group``; None: the whole channel)."""
     mine = range(len(regions)) if chunks is None else chunks
     if whole is not None:
         yield from _relay_units(mine, regions, receive, send, lane, window, units, whole,
-                                stream, group, send_units)
+                                stream, group)
         return
     if window <= 1 or len(mine) <= 1:
         yield from _relay(mine, regions, receive, send, lane, group)
@@ -220,37 +176,32 @@ def _relay(chunks: range, regions: list[tuple[int, int]], receive: list, send: l
 
 def _relay_units(chunks: range, regions: list[tuple[int, int]], receive: list, send: list,
                  lane: int, window: int, units: int, whole: Callable[[int], bool],
-                 stream: bool = False, group: int | None = None,
-                 send_units: int | None = None) -> Program:
+                 stream: bool = False, group: int | None = None) -> Program:
     """Relay ``chunks`` in ordered messages: unit u of chunk i is tag index ``i·units + u``,
     a whole chunk has its first unit's; the pieces (units, or chunks where a hop is whole:
     with ``stream``, a hop it sends on) are dealt to ``window`` slots, each relaying its
     pieces in turn. With ``stream`` every message is a unit, one of its step's ``units``
-    parts. Sends in ``send_units`` other than the receives' deal whole chunks."""
+    parts."""
     peers = [peer for peer, *_ in send] if stream else \
         [peer for peer, *_ in receive] + [peer for peer, *_ in send]
     fused, targets = _fused(receive, send)
-    outgoing = units if send_units is None else send_units
-    coarse = any(whole(peer) for peer in peers) or outgoing != units
-    split = {n: {i: [chunk_region(*regions[i], n, u) for u in range(n)] for i in chunks}
-             for n in {units, outgoing}}
+    coarse = any(whole(peer) for peer in peers)
+    parts = {i: [chunk_region(*regions[i], units, u) for u in range(units)] for i in chunks}
     pieces = [(i, None) for i in chunks] if coarse else \
         [(i, u) for i in chunks for u in range(units)]
 
-    def messages(piece: tuple[int, int | None], peer: int, n: int = units
-                 ) -> list[tuple[int, int, int]]:
-        """(tag index, offset, count) of the messages carrying ``piece`` to or from ``peer``,
-        a chunk in ``n`` units."""
+    def messages(piece: tuple[int, int | None], peer: int) -> list[tuple[int, int, int]]:
+        """(tag index, offset, count) of the messages carrying ``piece`` to or from ``peer``."""
         i, u = piece
         if u is not None:
-            return [(i * n + u, *split[n][i][u])]
+            return [(i * units + u, *parts[i][u])]
         if whole(peer) and not stream:
-            return [(i * n, *regions[i])]
-        return [(i * n + v, *split[n][i][v]) for v in range(n)]
+            return [(i * units, *regions[i])]
+        return [(i * units + v, *parts[i][v]) for v in range(units)]
 
     def step_parts(piece: tuple[int, int | None], peer: int) -> int:
         """How many parts of its step each message carrying ``piece`` to ``peer`` is."""
-        return 1 if piece[1] is None and whole(peer) and not stream else outgoing
+        return 1 if piece[1] is None and whole(peer) and not stream else units
 
     def slot(mine: list[tuple[int, int | None]]) -> Program:
         for j in range(len(mine) + 1):
@@ -264,7 +215,7 @@ def _relay_units(chunks: range, regions: list[tuple[int, int]], receive: list, s
                              forwarded=fused, forwarding=passes_on,
                              parts=step_parts(mine[j - 1], peer), group=group)
                         for peer, tags, passes_on in targets
-                        for t, offset, count in messages(mine[j - 1], peer, outgoing)]
+                        for t, offset, count in messages(mine[j - 1], peer)]
             if ops:
                 yield tuple(ops)
 
@@ -294,21 +245,19 @@ def _cost(c: Cost) -> float:
 
 def _protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
                      channels: int | str) -> CallParams:
-    """An LL or LL128 tree runs NCCL's Tree chunk for the call, each chunk passed on in its
-    thread groups' trips (docs/nccl.md#tree-lines); given a window (opt-in) it is forwarded
-    in one unit per warp inside a node and whole across nodes instead. Simple: one step of
-    the connection's buffer."""
+    """An LL or LL128 tree given a window runs as NCCL's: NCCL's Tree chunk for the call,
+    forwarded in units inside a node and whole across nodes. Not the default: on the
+    published runs it brings InfiniBand clusters closer and AWS EFA and GCP TCPXO further
+    (docs/nccl.md, "LL and LL128")."""
     if protocol == "Simple":  # one step of the connection's buffer (NCCL_BUFFSIZE / 8)
         buffer = simple_buffer(call.topology)
         return {} if buffer == BUFFER_BYTES[2] else {"chunk_size": buffer // NCCL_STEPS}
-    if pipeline_units(protocol) <= 1:
+    if pipeline_units(protocol) <= 1 or int(call.params.get("window", 1)) <= 1:
         return {}
     nodes = len(gpus_per_node(call.topology, gpus))
-    chunk = tree_chunk_bytes(protocol, call.size_bytes, int(channels), nodes, len(gpus))
-    if int(call.params.get("window", 1)) <= 1:
-        up, down = trip_bytes(protocol)
-        return {"chunk_size": chunk, "trip_up": up, "trip_down": down}
-    return {"chunk_size": chunk, "units": pipeline_units(protocol)}
+    return {"chunk_size": tree_chunk_bytes(protocol, call.size_bytes, int(channels), nodes,
+                                           len(gpus)),
+            "units": pipeline_units(protocol)}
 
 
 @register(
@@ -322,7 +271,7 @@ def _protocol_params(call: CallSpec, gpus: Sequence[int], protocol: str,
     summary="NCCL's tree: per channel a chain inside each node and a double binary tree "
             "across nodes, reduce-up and broadcast-down pipelined in chunks",
     exact="contention",
-    params=("channels", "chunk_size", "window", "units", "trip_up", "trip_down"),
+    params=("channels", "chunk_size", "window", "units"),
     prepare=prepare(_tree_lanes),
     protocol_params=_protocol_params,
 )
